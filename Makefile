@@ -1,0 +1,47 @@
+# agentkb: `make run` serves the embedded default, `make test` runs the suite.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+PORT ?= 8000
+MILVUS_PORT ?= 19530
+
+.PHONY: install run test lint format clean-var
+
+# The venv is rebuilt only when pyproject.toml changes.
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@# torch first, as the CPU build: anything that pulls torch later would otherwise fetch a multi-GB CUDA build.
+	$(BIN)/pip install --quiet --disable-pip-version-check torch==2.13.0
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+# Web + Celery worker + a loopback milvus-lite server, run together by honcho (Procfile).
+# Ctrl-C stops all three. Safe to run again.
+run: install
+	@mkdir -p var
+	$(BIN)/python manage.py migrate --noinput
+	@MILVUS_URI=http://127.0.0.1:$(MILVUS_PORT) $(BIN)/python manage.py setup_demo
+	@echo ""
+	@echo "  admin      http://127.0.0.1:$(PORT)/admin/"
+	@echo "  API docs   http://127.0.0.1:$(PORT)/api/docs/"
+	@echo "  health     http://127.0.0.1:$(PORT)/healthz"
+	@echo ""
+	AGENTKB_PORT=$(PORT) MILVUS_PORT=$(MILVUS_PORT) MILVUS_URI=http://127.0.0.1:$(MILVUS_PORT) \
+		exec $(BIN)/honcho start -f Procfile
+
+# The whole suite. With DATABASE_URL (MySQL/MariaDB) and REDIS_URL set it also runs the
+# service-backed tests (real Celery worker included); without them those are skipped with a reason.
+test: install
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .

@@ -1,0 +1,24 @@
+"""The Celery app. Broker and options come from Django settings (CELERY_* names)."""
+
+import os
+from pathlib import Path
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+app = Celery("agentkb")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+
+
+def ensure_filesystem_broker_folders() -> None:
+    """The filesystem transport needs its folders before the first message is sent."""
+    options = app.conf.broker_transport_options or {}
+    for key in ("data_folder_in", "data_folder_out", "processed_folder", "control_folder"):
+        if options.get(key):
+            Path(options[key]).mkdir(parents=True, exist_ok=True)
+
+
+if str(app.conf.broker_url or "").startswith("filesystem://"):
+    ensure_filesystem_broker_folders()

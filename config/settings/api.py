@@ -1,0 +1,30 @@
+"""Django REST framework and the OpenAPI schema."""
+
+from config.env import env
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "config.exception_handlers.api_exception_handler",
+    "DEFAULT_THROTTLE_RATES": {
+        # Per token (per agent user); generous enough for agent loops, a stop for runaways.
+        "tool": env.str("API_THROTTLE_TOOL", default="600/min"),
+    },
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "agentkb API",
+    "DESCRIPTION": "Knowledge retrieval for LLM agents: the lookup_knowledge tool and its companions.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI and ReDoc from the sidecar package: no CDN, works offline.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}

@@ -1,0 +1,24 @@
+"""The relational database: SQLite under var/ by default, MySQL/MariaDB via DATABASE_URL."""
+
+from config.env import VAR_DIR, env
+
+DATABASES = {
+    "default": env.db_url("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'agentkb.sqlite3'}"),
+}
+
+_db = DATABASES["default"]
+if _db["ENGINE"] == "django.db.backends.mysql":
+    # utf8mb4 so Chinese text and emoji survive; strict mode so truncation is an error, not silent.
+    _db.setdefault("OPTIONS", {})
+    _db["OPTIONS"].setdefault("charset", "utf8mb4")
+    _db["OPTIONS"].setdefault("init_command", "SET sql_mode='STRICT_TRANS_TABLES'")
+    _db.setdefault("TEST", {})
+    _db["TEST"].setdefault("CHARSET", "utf8mb4")
+    _db["TEST"].setdefault("COLLATION", "utf8mb4_unicode_ci")
+    _db["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
+    _db["CONN_HEALTH_CHECKS"] = True
+elif _db["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL lets the web process read while the worker writes.
+    _db.setdefault("OPTIONS", {})
+    _db["OPTIONS"].setdefault("init_command", "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
+    _db["OPTIONS"].setdefault("timeout", 20)

@@ -1,0 +1,9 @@
+"""Ingestion: upload limits and chunking."""
+
+from config.env import env
+
+INGEST_MAX_FILE_BYTES = env.int("INGEST_MAX_FILE_BYTES", default=5 * 1024 * 1024)
+INGEST_MAX_FILES_PER_UPLOAD = env.int("INGEST_MAX_FILES_PER_UPLOAD", default=200)
+INGEST_MAX_UNZIPPED_BYTES = env.int("INGEST_MAX_UNZIPPED_BYTES", default=50 * 1024 * 1024)
+CHUNK_TARGET_CHARS = env.int("CHUNK_TARGET_CHARS", default=800)
+CHUNK_OVERLAP_CHARS = env.int("CHUNK_OVERLAP_CHARS", default=100)

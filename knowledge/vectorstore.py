@@ -1,0 +1,281 @@
+"""The one wrapper over Milvus (pymilvus ``MilvusClient``).
+
+``MILVUS_URI`` is a local file path (embedded milvus-lite, one process only), or an http(s)
+URI: a ``milvus-lite server`` on loopback, Milvus standalone or a cluster.
+
+One row per chunk: chunk_id (VARCHAR primary key, ``<doc_key>#<index>``), vector (FLOAT_VECTOR,
+metric L2), domain, doc_key, chunk_index. Everything else is read from the database.
+
+Metric L2 in Milvus returns the SQUARED Euclidean distance. For unit vectors that is 2 - 2cos,
+so the seeds' normalisation ``1 - min(d, 2) / 2`` turns it into the cosine similarity.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+_PROP_MODEL = "agentkb.embedding_model"
+_PROP_DIM = "agentkb.dim"
+_DELETE_BATCH = 500
+
+
+class VectorStoreError(Exception):
+    """The vector store is unreachable or refused an operation."""
+
+
+class VectorStoreMismatch(VectorStoreError):
+    """The collection was built with another embedding model or dimension."""
+
+
+@dataclass(frozen=True)
+class ChunkVector:
+    chunk_id: str
+    vector: list[float]
+    domain: str
+    doc_key: str
+    chunk_index: int
+
+
+@dataclass(frozen=True)
+class VectorHit:
+    chunk_id: str
+    doc_key: str
+    domain: str
+    chunk_index: int
+    score: float  # raw squared L2 distance as Milvus returns it
+
+
+def _quote(value: str) -> str:
+    """A Milvus boolean-expression string literal."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+class VectorStore:
+    def __init__(
+        self,
+        *,
+        uri: str,
+        token: str = "",
+        collection: str,
+        index_type: str = "AUTOINDEX",
+        timeout: float = 10.0,
+    ) -> None:
+        self.uri = uri
+        self.token = token
+        self.collection = collection
+        self.index_type = index_type
+        self.timeout = timeout
+        self._client = None
+        self._lock = threading.Lock()
+        self._loaded = False
+
+    # --- connection ------------------------------------------------------------------------
+    @property
+    def is_embedded(self) -> bool:
+        return not self.uri.startswith(("http://", "https://", "tcp://", "grpc://"))
+
+    def client(self):
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    from pymilvus import MilvusClient
+
+                    if self.is_embedded:
+                        Path(self.uri).parent.mkdir(parents=True, exist_ok=True)
+                    try:
+                        kwargs: dict[str, Any] = {"uri": self.uri, "timeout": self.timeout}
+                        if self.token:
+                            kwargs["token"] = self.token
+                        self._client = MilvusClient(**kwargs)
+                    except Exception as exc:
+                        raise VectorStoreError(f"cannot connect to Milvus at {self.uri}: {exc}") from exc
+        return self._client
+
+    def reset(self) -> None:
+        """Drop the connection (after a server restart, or between tests)."""
+        with self._lock:
+            if self._client is not None:
+                try:
+                    self._client.close()
+                except Exception:  # closing a dead connection may raise; nothing to do about it
+                    logger.debug("closing Milvus client failed", exc_info=True)
+            self._client = None
+            self._loaded = False
+
+    def _call(self, fn_name: str, *args, **kwargs):
+        """Call a client method; reload the collection once if a restarted server released it."""
+        try:
+            return getattr(self.client(), fn_name)(*args, **kwargs)
+        except VectorStoreError:
+            raise
+        except Exception as exc:
+            if "released" in str(exc).lower() or "not loaded" in str(exc).lower():
+                self.client().load_collection(self.collection)
+                return getattr(self.client(), fn_name)(*args, **kwargs)
+            raise VectorStoreError(f"Milvus {fn_name} failed: {exc}") from exc
+
+    def ping(self) -> None:
+        """Raise VectorStoreError when Milvus does not answer."""
+        self._call("list_collections")
+
+    # --- collection ------------------------------------------------------------------------
+    def exists(self) -> bool:
+        return self.collection in self._call("list_collections")
+
+    def describe_embedding(self) -> tuple[str | None, int | None]:
+        """The embedding model and dimension the collection was built with."""
+        info = self._call("describe_collection", self.collection)
+        props = info.get("properties") or {}
+        dim = None
+        for field in info.get("fields", []):
+            if field["name"] == "vector":
+                dim = int(field["params"]["dim"])
+        return props.get(_PROP_MODEL), dim
+
+    def ensure_collection(self, *, dim: int, model_name: str) -> None:
+        """Create the collection if missing; refuse one built for another model or dimension."""
+        if self.exists():
+            existing_model, existing_dim = self.describe_embedding()
+            if existing_dim != dim or (existing_model and existing_model != model_name):
+                raise VectorStoreMismatch(
+                    f"Milvus collection '{self.collection}' holds {existing_dim}-d vectors from "
+                    f"'{existing_model}', but the configured embedding is {dim}-d '{model_name}'. "
+                    "Run `python manage.py reindex --recreate` to rebuild it with the new model."
+                )
+            self._ensure_loaded()
+            return
+        from pymilvus import DataType, MilvusClient
+
+        schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
+        schema.add_field("chunk_id", DataType.VARCHAR, is_primary=True, max_length=512)
+        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dim)
+        schema.add_field("domain", DataType.VARCHAR, max_length=64)
+        schema.add_field("doc_key", DataType.VARCHAR, max_length=255)
+        schema.add_field("chunk_index", DataType.INT64)
+        index_params = self.client().prepare_index_params()
+        index_params.add_index(field_name="vector", index_type=self.index_type, metric_type="L2")
+        self._call("create_collection", self.collection, schema=schema, index_params=index_params)
+        self._call(
+            "alter_collection_properties",
+            self.collection,
+            properties={_PROP_MODEL: model_name, _PROP_DIM: str(dim)},
+        )
+        self._loaded = True
+
+    def _ensure_loaded(self) -> None:
+        if not self._loaded:
+            self._call("load_collection", self.collection)
+            self._loaded = True
+
+    def drop(self) -> None:
+        if self.exists():
+            self._call("drop_collection", self.collection)
+        self._loaded = False
+
+    # --- rows ------------------------------------------------------------------------------
+    def upsert(self, rows: list[ChunkVector]) -> None:
+        if not rows:
+            return
+        data = [
+            {
+                "chunk_id": r.chunk_id,
+                "vector": [float(x) for x in r.vector],
+                "domain": r.domain,
+                "doc_key": r.doc_key,
+                "chunk_index": int(r.chunk_index),
+            }
+            for r in rows
+        ]
+        self._call("upsert", self.collection, data)
+
+    def delete_chunks(self, chunk_ids: list[str]) -> None:
+        for start in range(0, len(chunk_ids), _DELETE_BATCH):
+            batch = chunk_ids[start : start + _DELETE_BATCH]
+            self._call("delete", self.collection, ids=batch)
+
+    def delete_document(self, doc_key: str) -> None:
+        self._call("delete", self.collection, filter=f"doc_key == {_quote(doc_key)}")
+
+    def chunk_ids(self, *, doc_key: str | None = None) -> set[str]:
+        """Every stored chunk id (optionally of one document): for repairs and tests."""
+        expr = f"doc_key == {_quote(doc_key)}" if doc_key is not None else 'chunk_id != ""'
+        ids: set[str] = set()
+        offset, page = 0, 1000
+        while True:
+            rows = self._call(
+                "query", self.collection, filter=expr, output_fields=["chunk_id"], limit=page, offset=offset
+            )
+            ids.update(r["chunk_id"] for r in rows)
+            if len(rows) < page:
+                return ids
+            offset += page
+
+    def count(self, *, doc_key: str | None = None) -> int:
+        if not self.exists():
+            return 0
+        expr = f"doc_key == {_quote(doc_key)}" if doc_key is not None else 'chunk_id != ""'
+        rows = self._call("query", self.collection, filter=expr, output_fields=["count(*)"])
+        return int(rows[0]["count(*)"]) if rows else 0
+
+    def search(self, vector: list[float], *, top_k: int, domain: str | None = None) -> list[VectorHit]:
+        """Nearest chunks by squared L2 distance, closest first."""
+        self._ensure_loaded()
+        kwargs: dict[str, Any] = {
+            "data": [[float(x) for x in vector]],
+            "limit": top_k,
+            "output_fields": ["doc_key", "domain", "chunk_index"],
+            "search_params": {"metric_type": "L2"},
+        }
+        if domain:
+            kwargs["filter"] = f"domain == {_quote(domain)}"
+        result = self._call("search", self.collection, **kwargs)
+        hits = []
+        for hit in result[0] if result else []:
+            entity = hit.get("entity", {})
+            hits.append(
+                VectorHit(
+                    chunk_id=hit.get("chunk_id") or hit.get("id"),
+                    doc_key=entity["doc_key"],
+                    domain=entity["domain"],
+                    chunk_index=int(entity["chunk_index"]),
+                    score=float(hit["distance"]),
+                )
+            )
+        return hits
+
+
+_store: VectorStore | None = None
+_store_lock = threading.Lock()
+
+
+def get_vector_store() -> VectorStore:
+    """The process-wide vector store, configured from settings."""
+    global _store
+    if _store is None:
+        with _store_lock:
+            if _store is None:
+                _store = VectorStore(
+                    uri=settings.MILVUS_URI,
+                    token=settings.MILVUS_TOKEN,
+                    collection=settings.MILVUS_COLLECTION,
+                    index_type=settings.MILVUS_INDEX_TYPE,
+                    timeout=settings.MILVUS_TIMEOUT,
+                )
+    return _store
+
+
+def reset_vector_store() -> None:
+    """Forget the process-wide store (settings changed, or a test wants a fresh one)."""
+    global _store
+    with _store_lock:
+        if _store is not None:
+            _store.reset()
+        _store = None

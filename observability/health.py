@@ -1,0 +1,65 @@
+"""GET /healthz: the state of the database, the vector store and the Celery broker.
+
+200 when all answer; 503 with ``down`` naming each part that does not.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from django.db import connection
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+
+def _check_database() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    return connection.vendor
+
+
+def _check_vector_store() -> str:
+    from knowledge.vectorstore import get_vector_store
+
+    store = get_vector_store()
+    store.ping()
+    return "milvus-lite (embedded)" if store.is_embedded else store.uri
+
+
+def _check_broker() -> str:
+    from config.celery import app
+
+    with app.connection_for_write() as conn:
+        conn.ensure_connection(max_retries=1, interval_start=0, interval_step=0, timeout=2)
+        return conn.transport_cls if isinstance(conn.transport_cls, str) else conn.transport.driver_name
+
+
+CHECKS: dict[str, Callable[[], str]] = {
+    "database": _check_database,
+    "vector_store": _check_vector_store,
+    "broker": _check_broker,
+}
+
+
+def run_checks() -> dict[str, dict]:
+    results: dict[str, dict] = {}
+    for name, check in CHECKS.items():
+        started = time.perf_counter()
+        try:
+            detail = check()
+            results[name] = {"ok": True, "detail": detail}
+        except Exception as exc:  # a health check reports every failure, whatever its type
+            results[name] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
+        results[name]["ms"] = round((time.perf_counter() - started) * 1000, 1)
+    return results
+
+
+@never_cache
+@require_GET
+def healthz(request: HttpRequest) -> JsonResponse:
+    checks = run_checks()
+    down = [name for name, result in checks.items() if not result["ok"]]
+    body = {"status": "ok" if not down else "unavailable", "down": down, "checks": checks}
+    return JsonResponse(body, status=200 if not down else 503)

@@ -1,0 +1,29 @@
+"""Tool tokens: one DRF token per agent. An agent is a non-staff user named after it."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from rest_framework.authtoken.models import Token
+
+
+@transaction.atomic
+def tool_token_issue(*, name: str, rotate: bool = False) -> Token:
+    """The token of agent ``name``, creating the agent user if needed.
+
+    ``rotate`` replaces an existing key (the old one stops working at once).
+    """
+    name = name.strip()
+    if not name:
+        raise ValueError("name: an agent name is required")
+    user_model = get_user_model()
+    user, created = user_model.objects.get_or_create(
+        username=name, defaults={"is_staff": False, "is_superuser": False}
+    )
+    if created:
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+    if rotate:
+        Token.objects.filter(user=user).delete()
+    token, _ = Token.objects.get_or_create(user=user)
+    return token

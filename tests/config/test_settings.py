@@ -1,0 +1,44 @@
+import os
+import subprocess
+import sys
+
+from tests.conftest import REPO
+
+
+def _django_setup(env_overrides: dict[str, str]) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "ALLOWED_HOSTS", "DEBUG"}}
+    env.update({"DJANGO_SETTINGS_MODULE": "config.settings", **env_overrides})
+    return subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_production_without_secret_key_stops_with_the_variable_named():
+    result = _django_setup({"DEBUG": "false", "ALLOWED_HOSTS": "kb.example.com"})
+    assert result.returncode != 0
+    assert "SECRET_KEY must be set" in result.stderr
+
+
+def test_production_without_allowed_hosts_stops_with_the_variable_named():
+    result = _django_setup({"DEBUG": "false", "SECRET_KEY": "x" * 50})
+    assert result.returncode != 0
+    assert "ALLOWED_HOSTS must be set" in result.stderr
+
+
+def test_production_with_both_set_starts():
+    result = _django_setup({"DEBUG": "false", "SECRET_KEY": "x" * 50, "ALLOWED_HOSTS": "kb.example.com"})
+    assert result.returncode == 0, result.stderr
+
+
+def test_embedded_default_needs_no_server(settings):
+    # In the embedded mode nothing points at a server; in the service mode DATABASE_URL does.
+    if not os.environ.get("DATABASE_URL"):
+        assert settings.DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
+    if not os.environ.get("REDIS_URL"):
+        assert settings.CELERY_BROKER_URL == "filesystem://"
+    assert not settings.MILVUS_URI.startswith("http") or os.environ.get("DATABASE_URL")

@@ -1,0 +1,195 @@
+"""Shared fixtures.
+
+Two modes, chosen by the environment:
+- embedded default (nothing set): SQLite, embedded milvus-lite in a temp folder, eager Celery;
+- service-backed (DATABASE_URL=mysql://... and REDIS_URL set, as `.ci/run` does): MariaDB, Redis,
+  a loopback `milvus-lite server`, and a real Celery worker process for tests that ask for one.
+Tests marked ``services`` are skipped, with the reason printed, in the embedded mode.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SERVICES_MODE = os.environ.get("DATABASE_URL", "").startswith("mysql") and bool(os.environ.get("REDIS_URL"))
+SKIP_SERVICES_REASON = (
+    "service-backed test: set DATABASE_URL=mysql://root@127.0.0.1:3306/test and "
+    "REDIS_URL=redis://127.0.0.1:6379/0 (as .ci/run does) to run it"
+)
+
+
+def pytest_report_header(config):
+    mode = "service-backed (MariaDB + Redis + Celery worker)" if SERVICES_MODE else "embedded default"
+    return f"agentkb test mode: {mode}"
+
+
+def pytest_collection_modifyitems(config, items):
+    if SERVICES_MODE:
+        return
+    skip = pytest.mark.skip(reason=SKIP_SERVICES_REASON)
+    for item in items:
+        if "services" in item.keywords:
+            item.add_marker(skip)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, *, timeout: float = 30.0, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before listening on {port}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
+
+
+def stop_process(proc: subprocess.Popen, *, timeout: float = 15.0) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="session")
+def milvus_server(tmp_path_factory):
+    """A loopback `milvus-lite server` for this test session: what web and worker share."""
+    data_dir = tmp_path_factory.mktemp("milvus-server")
+    port = free_port()
+    log = open(data_dir / "server.log", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "milvus-lite"),
+            "server",
+            "--data-dir",
+            str(data_dir / "data"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_for_port(port, proc=proc)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop_process(proc)
+        log.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _vector_store_location(request):
+    """Embedded mode: milvus-lite file in the test var folder. Service mode: the shared server."""
+    from django.conf import settings
+
+    from knowledge.vectorstore import reset_vector_store
+
+    if SERVICES_MODE:
+        settings.MILVUS_URI = request.getfixturevalue("milvus_server")
+    reset_vector_store()
+    yield
+    reset_vector_store()
+
+
+@pytest.fixture
+def vector_store(settings):
+    """A fresh, empty Milvus collection for one test; dropped afterwards."""
+    from knowledge.vectorstore import get_vector_store, reset_vector_store
+
+    settings.MILVUS_COLLECTION = f"t_{uuid.uuid4().hex[:12]}"
+    reset_vector_store()
+    store = get_vector_store()
+    yield store
+    try:
+        store.drop()
+    finally:
+        reset_vector_store()
+
+
+@pytest.fixture
+def celery_worker(transactional_db, settings, tmp_path):
+    """A real Celery worker process on the configured broker, using the test database.
+
+    Service-backed mode only (the embedded test database is in-memory SQLite, which no other
+    process can open). Tasks queued while it runs go through the broker to this process.
+    """
+    if not SERVICES_MODE:
+        pytest.skip(SKIP_SERVICES_REASON)
+    from django.db import connection
+
+    from config.celery import app
+
+    db_url = os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"]
+    queue = f"test-{uuid.uuid4().hex[:8]}"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DATABASE_URL": db_url,
+        "MILVUS_URI": settings.MILVUS_URI,
+        "MILVUS_COLLECTION": settings.MILVUS_COLLECTION,
+        "AGENTKB_VAR_DIR": os.environ.get("AGENTKB_VAR_DIR", str(tmp_path)),
+        "CELERY_TASK_ALWAYS_EAGER": "false",
+        "CELERY_TASK_DEFAULT_QUEUE": queue,
+    }
+    log_path = tmp_path / "worker.log"
+    log = open(log_path, "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "celery"),
+            "-A",
+            "config",
+            "worker",
+            "--loglevel",
+            "INFO",
+            "--concurrency",
+            "1",
+            "--pool",
+            "prefork",
+            "-Q",
+            queue,
+            "--without-gossip",
+            "--without-mingle",
+            "--hostname",
+            f"{queue}@%h",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    previous = (app.conf.task_always_eager, app.conf.task_default_queue)
+    app.conf.task_always_eager = False
+    app.conf.task_default_queue = queue
+    try:
+        deadline = time.monotonic() + 60
+        while b"ready." not in log_path.read_bytes():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("Celery worker did not start:\n" + log_path.read_text(errors="replace"))
+            time.sleep(0.2)
+        proc.log_path = log_path
+        yield proc
+    finally:
+        app.conf.task_always_eager, app.conf.task_default_queue = previous
+        stop_process(proc, timeout=30)
+        log.close()

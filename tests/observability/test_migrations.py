@@ -1,0 +1,61 @@
+"""The migration history mirrors the original service: initial schema, V009, V010."""
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+
+def _columns(table: str) -> set[str]:
+    with connection.cursor() as cursor:
+        return {c.name for c in connection.introspection.get_table_description(cursor, table)}
+
+
+def _tables() -> set[str]:
+    return set(connection.introspection.table_names())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_sqlmigrate_v010_shows_exactly_the_two_columns():
+    from io import StringIO
+
+    out = StringIO()
+    call_command("sqlmigrate", "observability", "0002", stdout=out)
+    statements = [line for line in out.getvalue().splitlines() if line.strip() and not line.startswith("--")]
+    body = [s for s in statements if s.upper() not in {"BEGIN;", "COMMIT;"}]
+    assert len(body) == 2, body
+    assert "relevance_level" in body[0] and "varchar(20)" in body[0].lower() and "NULL" in body[0]
+    assert "dedup_reason" in body[1] and "varchar(32)" in body[1].lower() and "NULL" in body[1]
+    assert "NOT NULL" not in out.getvalue()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migrations_run_backwards_and_forwards():
+    assert {"api_document", "knowledge_domain", "tool_invocation"} <= _tables()
+    assert {"relevance_level", "dedup_reason"} <= _columns("tool_invocation")
+    try:
+        # Back to before V010: the two columns go, the table stays.
+        call_command("migrate", "observability", "0001", verbosity=0)
+        assert "tool_invocation" in _tables()
+        assert not {"relevance_level", "dedup_reason"} & _columns("tool_invocation")
+        # Back to before V009: knowledge_domain goes, api_document stays.
+        call_command("migrate", "observability", "zero", verbosity=0)
+        call_command("migrate", "knowledge", "0001", verbosity=0)
+        assert "knowledge_domain" not in _tables()
+        assert "api_document" in _tables()
+    finally:
+        call_command("migrate", verbosity=0)
+    assert {"api_document", "knowledge_domain", "tool_invocation", "document_chunk"} <= _tables()
+    assert {"relevance_level", "dedup_reason"} <= _columns("tool_invocation")
+
+
+@pytest.mark.django_db
+def test_v009_knowledge_domain_columns():
+    assert _columns("knowledge_domain") == {
+        "id",
+        "domain_id",
+        "description",
+        "when_to_retrieve",
+        "document_count",
+        "updated_at",
+        "created_at",
+    }
