@@ -13,6 +13,10 @@ os.environ.setdefault("DEBUG", "true")
 
 from config.settings import *  # noqa: F403
 
+# A database of its own per test run, so parallel runs on one MariaDB never collide.
+if DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":  # noqa: F405
+    DATABASES["default"]["TEST"]["NAME"] = f"test_agentkb_{os.getpid()}"  # noqa: F405
+
 # Fast password hashing: tests create many users.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # Tasks run in-process unless a test starts a real worker (tests/conftest.py: celery_worker).

@@ -1,0 +1,1 @@
+"""Indexing tasks: turn a document into chunks and vectors (the ingestion issue fills this)."""
