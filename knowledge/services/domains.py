@@ -23,3 +23,11 @@ def domain_documents_changed(*, domain_id: str) -> None:
     regeneration of the domain's when_to_retrieve.)
     """
     domain_document_count_refresh(domain_id=domain_id)
+
+
+def document_indexed(*, document_id: int) -> None:
+    """Call (on commit) once a document reached INDEXED.
+
+    Hook for the domain-map issue: it generates the document's covers / when_to_retrieve when
+    its frontmatter lacks them, then regenerates the domain's summary. Nothing to do before that.
+    """
