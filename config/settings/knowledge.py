@@ -7,3 +7,8 @@ INGEST_MAX_FILES_PER_UPLOAD = env.int("INGEST_MAX_FILES_PER_UPLOAD", default=200
 INGEST_MAX_UNZIPPED_BYTES = env.int("INGEST_MAX_UNZIPPED_BYTES", default=50 * 1024 * 1024)
 CHUNK_TARGET_CHARS = env.int("CHUNK_TARGET_CHARS", default=800)
 CHUNK_OVERLAP_CHARS = env.int("CHUNK_OVERLAP_CHARS", default=100)
+
+# --- Knowledge domain map (seed 004 Part B) ------------------------------------------------------
+# A domain's when_to_retrieve is regenerated this many seconds after the last change to its
+# documents: a burst of uploads inside the window costs one LLM call.
+DOMAIN_SUMMARY_DEBOUNCE_SECONDS = env.float("DOMAIN_SUMMARY_DEBOUNCE_SECONDS", default=10.0)

@@ -76,3 +76,9 @@ LLM_API_KEY = env.str("LLM_API_KEY", default="")
 LLM_MODEL = env.str("LLM_MODEL", default="gpt-4o-mini")
 LLM_TIMEOUT = env.float("LLM_TIMEOUT", default=30.0)
 LLM_MAX_RETRIES = env.int("LLM_MAX_RETRIES", default=2)
+# Ask for JSON output (response_format json_object); turn off for endpoints that reject it.
+LLM_JSON_MODE = env.bool("LLM_JSON_MODE", default=True)
+# A task whose LLM call still fails after the client's own retries is retried this many times,
+# waiting LLM_TASK_RETRY_BACKOFF seconds, doubled each time; then it gives up (summaries kept).
+LLM_TASK_RETRIES = env.int("LLM_TASK_RETRIES", default=3)
+LLM_TASK_RETRY_BACKOFF = env.float("LLM_TASK_RETRY_BACKOFF", default=30.0)
