@@ -18,6 +18,31 @@ class KnowledgeDomain(models.Model):
     updated_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(null=True, blank=True)
 
+    # --- Regeneration bookkeeping (agentkb additions; the V009 columns above stay as they are) ---
+    class SummarySource(models.TextChoices):
+        LLM = "llm", "LLM"
+        EXTRACTIVE = "extractive", "Extractive"
+        MANUAL = "manual", "Manual"
+
+    class SummaryState(models.TextChoices):
+        PENDING = "pending", "Pending"
+        RUNNING = "running", "Running"
+        OK = "ok", "OK"
+        FAILED = "failed", "Failed"
+
+    # Who wrote when_to_retrieve. "manual" (staff) is never overwritten by a regeneration.
+    summary_source = models.CharField(max_length=16, choices=SummarySource.choices, blank=True, default="")
+    summary_state = models.CharField(max_length=16, choices=SummaryState.choices, blank=True, default="")
+    last_regenerated_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    # Debounce: every change bumps change_seq; a queued regeneration carries the seq it was queued
+    # for and runs only if no newer change arrived (the newer one's task will run instead).
+    change_seq = models.BigIntegerField(default=0)
+    dirty_since = models.DateTimeField(null=True, blank=True)
+    # Lease that keeps two regenerations of one domain from interleaving when there is no Redis.
+    lock_token = models.CharField(max_length=32, blank=True, default="")
+    locked_until = models.DateTimeField(null=True, blank=True)
+
     class Meta:
         db_table = "knowledge_domain"
         ordering = ["domain_id"]
