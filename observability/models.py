@@ -1,7 +1,15 @@
-"""What happened: one row per tool call (the seeds' tool_invocation table)."""
+"""What happened: one row per tool call (the seeds' tool_invocation table), the feedback agents
+and staff give on those calls, and the threshold calibrations staff applied from that feedback."""
 
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
+
+from observability.expressions import JSONNumber, JSONString
+
+# The key of ``retrieval_details`` naming the domains of the documents a lookup returned, primary
+# first. The dashboards' domain filter reads the first one through a generated column.
+RETURNED_DOMAINS_KEY = "returned_domains"
 
 
 class ToolInvocation(models.Model):
@@ -23,6 +31,19 @@ class ToolInvocation(models.Model):
     # the seeds' "no dedup" and "history row": their GROUP BY queries depend on it.
     relevance_level = models.CharField(max_length=20, null=True, blank=True)  # noqa: DJ001
     dedup_reason = models.CharField(max_length=32, null=True, blank=True)  # noqa: DJ001
+    # Stored generated columns (observability.expressions): the database copies these out of
+    # retrieval_details on every insert, whoever writes the row, so the dashboards group and
+    # filter a million rows by index instead of parsing JSON per row.
+    l1_top_similarity = models.GeneratedField(
+        expression=JSONNumber("retrieval_details", "$.l1_top_similarity"),
+        output_field=models.FloatField(null=True),
+        db_persist=True,
+    )
+    primary_domain = models.GeneratedField(
+        expression=JSONString("retrieval_details", f"$.{RETURNED_DOMAINS_KEY}[0]", 64),
+        output_field=models.CharField(max_length=64, null=True),  # noqa: DJ001
+        db_persist=True,
+    )
 
     class Meta:
         db_table = "tool_invocation"
@@ -31,7 +52,111 @@ class ToolInvocation(models.Model):
             models.Index(fields=["tool_name", "created_at"], name="tool_inv_tool_created_idx"),
             models.Index(fields=["relevance_level"], name="tool_inv_relevance_idx"),
             models.Index(fields=["dedup_reason"], name="tool_inv_dedup_idx"),
+            # Covers every dashboard aggregation (tool + time range first, then what they group
+            # or filter by), so MariaDB answers them from the index without reading rows.
+            models.Index(
+                fields=[
+                    "tool_name",
+                    "created_at",
+                    "relevance_level",
+                    "dedup_reason",
+                    "status",
+                    "duration_ms",
+                    "l1_top_similarity",
+                    "primary_domain",
+                    "session_id",
+                ],
+                name="tool_inv_dashboard_idx",
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.tool_name} #{self.pk} ({self.session_id})"
+
+
+class RetrievalDashboard(ToolInvocation):
+    """Admin entry for the dashboard page (no table: a proxy, so it is listed on the admin index
+    and staff can be given its view permission on its own)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "retrieval dashboard"
+        verbose_name_plural = "retrieval dashboard"
+
+
+class HitTest(ToolInvocation):
+    """Admin entry for the hit-testing page (a proxy, like RetrievalDashboard)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "hit testing"
+        verbose_name_plural = "hit testing"
+
+
+class InvocationFeedback(models.Model):
+    """Whether what a lookup returned helped: from the agent (API) or from staff (admin).
+
+    One judgement per invocation and user; judging again replaces the earlier one.
+    """
+
+    class Source(models.TextChoices):
+        AGENT = "AGENT", "Agent (API)"
+        STAFF = "STAFF", "Staff (admin)"
+
+    invocation = models.ForeignKey(ToolInvocation, on_delete=models.CASCADE, related_name="feedback")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
+    source = models.CharField(max_length=8, choices=Source.choices)
+    helpful = models.BooleanField()
+    comment = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "tool_invocation_feedback"
+        ordering = ["-updated_at"]
+        verbose_name = "invocation feedback"
+        verbose_name_plural = "invocation feedback"
+        constraints = [
+            models.UniqueConstraint(fields=["invocation", "user"], name="uniq_feedback_per_user"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{'helpful' if self.helpful else 'not helpful'} on #{self.invocation_id}"
+
+
+class ThresholdCalibration(models.Model):
+    """A threshold pair staff applied (seed 000 Phase 2, 分数反馈调优). The latest row wins over
+    the RETRIEVAL_*_THRESHOLD settings; a row with ``reverted`` set hands control back to them."""
+
+    highly_relevant_threshold = models.FloatField(null=True, blank=True)
+    reference_threshold = models.FloatField(null=True, blank=True)
+    reverted = models.BooleanField(default=False)
+    applied_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="threshold_calibrations"
+    )
+    applied_at = models.DateTimeField(default=timezone.now, db_index=True)
+    feedback_count = models.IntegerField(default=0)
+    # The bands and the scores behind the suggestion, as shown when it was applied.
+    evidence = models.JSONField(default=dict, blank=True)
+    note = models.TextField(blank=True, default="")
+
+    class Meta:
+        db_table = "threshold_calibration"
+        ordering = ["-applied_at", "-id"]
+        verbose_name = "threshold calibration"
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(reverted=True)
+                | models.Q(
+                    reference_threshold__gte=0,
+                    highly_relevant_threshold__lte=1,
+                    reference_threshold__lte=models.F("highly_relevant_threshold"),
+                ),
+                name="calibration_thresholds_ordered",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        if self.reverted:
+            return f"back to settings ({self.applied_at:%Y-%m-%d %H:%M})"
+        return f"{self.reference_threshold:.2f} / {self.highly_relevant_threshold:.2f} ({self.applied_at:%Y-%m-%d %H:%M})"
