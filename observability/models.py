@@ -41,7 +41,7 @@ class ToolInvocation(models.Model):
     )
     primary_domain = models.GeneratedField(
         expression=JSONString("retrieval_details", f"$.{RETURNED_DOMAINS_KEY}[0]", 64),
-        output_field=models.CharField(max_length=64, null=True),  # noqa: DJ001
+        output_field=models.CharField(max_length=64, null=True),
         db_persist=True,
     )
 

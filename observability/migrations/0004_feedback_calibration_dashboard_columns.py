@@ -2,115 +2,175 @@
 
 import django.db.models.deletion
 import django.utils.timezone
-import observability.expressions
 from django.conf import settings
 from django.db import migrations, models
 
+import observability.expressions
+
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('observability', '0003_dashboard_indexes'),
+        ("observability", "0003_dashboard_indexes"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='InvocationFeedback',
+            name="InvocationFeedback",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('source', models.CharField(choices=[('AGENT', 'Agent (API)'), ('STAFF', 'Staff (admin)')], max_length=8)),
-                ('helpful', models.BooleanField()),
-                ('comment', models.TextField(blank=True, default='')),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "source",
+                    models.CharField(
+                        choices=[("AGENT", "Agent (API)"), ("STAFF", "Staff (admin)")], max_length=8
+                    ),
+                ),
+                ("helpful", models.BooleanField()),
+                ("comment", models.TextField(blank=True, default="")),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
             ],
             options={
-                'verbose_name': 'invocation feedback',
-                'verbose_name_plural': 'invocation feedback',
-                'db_table': 'tool_invocation_feedback',
-                'ordering': ['-updated_at'],
+                "verbose_name": "invocation feedback",
+                "verbose_name_plural": "invocation feedback",
+                "db_table": "tool_invocation_feedback",
+                "ordering": ["-updated_at"],
             },
         ),
         migrations.CreateModel(
-            name='ThresholdCalibration',
+            name="ThresholdCalibration",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('highly_relevant_threshold', models.FloatField(blank=True, null=True)),
-                ('reference_threshold', models.FloatField(blank=True, null=True)),
-                ('reverted', models.BooleanField(default=False)),
-                ('applied_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
-                ('feedback_count', models.IntegerField(default=0)),
-                ('evidence', models.JSONField(blank=True, default=dict)),
-                ('note', models.TextField(blank=True, default='')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("highly_relevant_threshold", models.FloatField(blank=True, null=True)),
+                ("reference_threshold", models.FloatField(blank=True, null=True)),
+                ("reverted", models.BooleanField(default=False)),
+                ("applied_at", models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
+                ("feedback_count", models.IntegerField(default=0)),
+                ("evidence", models.JSONField(blank=True, default=dict)),
+                ("note", models.TextField(blank=True, default="")),
             ],
             options={
-                'verbose_name': 'threshold calibration',
-                'db_table': 'threshold_calibration',
-                'ordering': ['-applied_at', '-id'],
+                "verbose_name": "threshold calibration",
+                "db_table": "threshold_calibration",
+                "ordering": ["-applied_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='HitTest',
-            fields=[
-            ],
+            name="HitTest",
+            fields=[],
             options={
-                'verbose_name': 'hit testing',
-                'verbose_name_plural': 'hit testing',
-                'proxy': True,
-                'indexes': [],
-                'constraints': [],
+                "verbose_name": "hit testing",
+                "verbose_name_plural": "hit testing",
+                "proxy": True,
+                "indexes": [],
+                "constraints": [],
             },
-            bases=('observability.toolinvocation',),
+            bases=("observability.toolinvocation",),
         ),
         migrations.CreateModel(
-            name='RetrievalDashboard',
-            fields=[
-            ],
+            name="RetrievalDashboard",
+            fields=[],
             options={
-                'verbose_name': 'retrieval dashboard',
-                'verbose_name_plural': 'retrieval dashboard',
-                'proxy': True,
-                'indexes': [],
-                'constraints': [],
+                "verbose_name": "retrieval dashboard",
+                "verbose_name_plural": "retrieval dashboard",
+                "proxy": True,
+                "indexes": [],
+                "constraints": [],
             },
-            bases=('observability.toolinvocation',),
+            bases=("observability.toolinvocation",),
         ),
         migrations.AddField(
-            model_name='toolinvocation',
-            name='l1_top_similarity',
-            field=models.GeneratedField(db_persist=True, expression=observability.expressions.JSONNumber('retrieval_details', '$.l1_top_similarity'), output_field=models.FloatField(null=True)),
+            model_name="toolinvocation",
+            name="l1_top_similarity",
+            field=models.GeneratedField(
+                db_persist=True,
+                expression=observability.expressions.JSONNumber("retrieval_details", "$.l1_top_similarity"),
+                output_field=models.FloatField(null=True),
+            ),
         ),
         migrations.AddField(
-            model_name='toolinvocation',
-            name='primary_domain',
-            field=models.GeneratedField(db_persist=True, expression=observability.expressions.JSONString('retrieval_details', '$.returned_domains[0]', 64), output_field=models.CharField(max_length=64, null=True)),
+            model_name="toolinvocation",
+            name="primary_domain",
+            field=models.GeneratedField(
+                db_persist=True,
+                expression=observability.expressions.JSONString(
+                    "retrieval_details", "$.returned_domains[0]", 64
+                ),
+                output_field=models.CharField(max_length=64, null=True),
+            ),
         ),
         migrations.AddIndex(
-            model_name='toolinvocation',
-            index=models.Index(fields=['tool_name', 'created_at', 'relevance_level', 'dedup_reason', 'status', 'duration_ms', 'l1_top_similarity', 'primary_domain', 'session_id'], name='tool_inv_dashboard_idx'),
+            model_name="toolinvocation",
+            index=models.Index(
+                fields=[
+                    "tool_name",
+                    "created_at",
+                    "relevance_level",
+                    "dedup_reason",
+                    "status",
+                    "duration_ms",
+                    "l1_top_similarity",
+                    "primary_domain",
+                    "session_id",
+                ],
+                name="tool_inv_dashboard_idx",
+            ),
         ),
         migrations.AddField(
-            model_name='invocationfeedback',
-            name='invocation',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='feedback', to='observability.toolinvocation'),
+            model_name="invocationfeedback",
+            name="invocation",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="feedback",
+                to="observability.toolinvocation",
+            ),
         ),
         migrations.AddField(
-            model_name='invocationfeedback',
-            name='user',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL),
+            model_name="invocationfeedback",
+            name="user",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddField(
-            model_name='thresholdcalibration',
-            name='applied_by',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='threshold_calibrations', to=settings.AUTH_USER_MODEL),
+            model_name="thresholdcalibration",
+            name="applied_by",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="threshold_calibrations",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddConstraint(
-            model_name='invocationfeedback',
-            constraint=models.UniqueConstraint(fields=('invocation', 'user'), name='uniq_feedback_per_user'),
+            model_name="invocationfeedback",
+            constraint=models.UniqueConstraint(fields=("invocation", "user"), name="uniq_feedback_per_user"),
         ),
         migrations.AddConstraint(
-            model_name='thresholdcalibration',
-            constraint=models.CheckConstraint(condition=models.Q(('reverted', True), models.Q(('highly_relevant_threshold__lte', 1), ('reference_threshold__gte', 0), ('reference_threshold__lte', models.F('highly_relevant_threshold'))), _connector='OR'), name='calibration_thresholds_ordered'),
+            model_name="thresholdcalibration",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("reverted", True),
+                    models.Q(
+                        ("highly_relevant_threshold__lte", 1),
+                        ("reference_threshold__gte", 0),
+                        ("reference_threshold__lte", models.F("highly_relevant_threshold")),
+                    ),
+                    _connector="OR",
+                ),
+                name="calibration_thresholds_ordered",
+            ),
         ),
     ]
