@@ -1,5 +1,10 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
+
+from knowledge.apis import KnowledgeMapApi, PlannerPromptApi
 
 app_name = "knowledge"
 
-urlpatterns: list = []
+urlpatterns = [
+    path("knowledge-map", KnowledgeMapApi.as_view(), name="knowledge-map"),
+    path("prompts/planner", PlannerPromptApi.as_view(), name="planner-prompt"),
+]

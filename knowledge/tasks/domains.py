@@ -1,0 +1,81 @@
+"""Domain-map tasks: fill a document's covers / when_to_retrieve, regenerate a domain's summary.
+
+Thin: they take ids, call a service, and retry with backoff only when the LLM endpoint is
+temporarily unavailable (LLMUnavailable). After LLM_TASK_RETRIES they give up and record it:
+a document falls back to the extractive summary, a domain keeps its previous summary.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+from celery.signals import worker_ready
+from django.conf import settings
+
+from knowledge.llm import LLMUnavailable
+from knowledge.services.document_metadata import document_summary_fill
+from knowledge.services.domains import (
+    Outcome,
+    domain_summary_failure_record,
+    domain_summary_regenerate,
+    domains_missing_summary_queue,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def _backoff(retries: int) -> float:
+    return float(settings.LLM_TASK_RETRY_BACKOFF) * (2**retries)
+
+
+@shared_task(bind=True, max_retries=None, acks_late=True)
+def document_summary_fill_task(self, document_id: int) -> list[str]:
+    try:
+        return document_summary_fill(document_id=document_id)
+    except LLMUnavailable as exc:
+        if self.request.retries >= settings.LLM_TASK_RETRIES:
+            logger.warning(
+                "document %s: LLM still unavailable, extractive summary used: %s", document_id, exc
+            )
+            return document_summary_fill(document_id=document_id, llm_failure=str(exc))
+        raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
+
+
+@shared_task(bind=True, max_retries=None, acks_late=True)
+def domain_summary_regenerate_task(self, domain_id: str, seq: int | None = None) -> str:
+    """``seq``: the change this run was queued for (None = regenerate now, whatever changed)."""
+    try:
+        outcome = domain_summary_regenerate(domain_id=domain_id, expected_seq=seq)
+    except LLMUnavailable as exc:
+        retries = self.request.retries
+        if retries >= settings.LLM_TASK_RETRIES:
+            domain_summary_failure_record(domain_id=domain_id, error=str(exc), final=True)
+            return Outcome.FAILED.value
+        countdown = _backoff(retries)
+        domain_summary_failure_record(domain_id=domain_id, error=str(exc), final=False, retry_in=countdown)
+        raise self.retry(exc=exc, countdown=countdown) from exc
+    if outcome is Outcome.BUSY and not self.request.is_eager:
+        # Another regeneration of this domain is running: try again after it, same seq (it exits
+        # if a newer change arrives meanwhile). Eagerly this would recurse, so it stops there.
+        domain_summary_regenerate_task.apply_async(
+            (domain_id, seq), countdown=max(float(settings.DOMAIN_SUMMARY_DEBOUNCE_SECONDS), 1.0)
+        )
+    return outcome.value
+
+
+@shared_task
+def domains_missing_summary_queue_task() -> list[str]:
+    return domains_missing_summary_queue()
+
+
+@worker_ready.connect
+def _queue_missing_domain_summaries(sender=None, **kwargs) -> None:
+    """At worker start (the seeds' loadIndex): queue domains with documents but no guidance."""
+    try:
+        missing = domains_missing_summary_queue()
+    except Exception:  # a worker must start even if the database is not there yet
+        logger.exception("could not check domains for missing summaries at start-up")
+        return
+    if missing:
+        logger.info("queued summary regeneration for domains without one: %s", ", ".join(missing))
