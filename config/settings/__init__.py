@@ -8,5 +8,6 @@ from config.settings.api import *  # noqa: F403
 from config.settings.core import *  # noqa: F403
 from config.settings.database import *  # noqa: F403
 from config.settings.knowledge import *  # noqa: F403
+from config.settings.observability import *  # noqa: F403
 from config.settings.retrieval import *  # noqa: F403
 from config.settings.services import *  # noqa: F403

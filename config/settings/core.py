@@ -94,6 +94,12 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = env.str("STATIC_ROOT", default=str(VAR_DIR / "static"))
 STATICFILES_DIRS = [p for p in [BASE_DIR / "static"] if p.exists()]
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    # plotly.js for the admin dashboards, straight from the plotly package (observability/staticfiles.py).
+    "observability.staticfiles.PlotlyFinder",
+]
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
