@@ -5,9 +5,8 @@ from config.env import env
 # Judgements (with an L1 similarity) needed before a threshold pair is suggested.
 OBSERVABILITY_CALIBRATION_MIN_FEEDBACK = env.int("OBSERVABILITY_CALIBRATION_MIN_FEEDBACK", default=20)
 # Share of helpful results required at and above the suggested HIGHLY_RELEVANT threshold.
-OBSERVABILITY_CALIBRATION_TARGET_PRECISION = env.float("OBSERVABILITY_CALIBRATION_TARGET_PRECISION", default=0.9)
+OBSERVABILITY_CALIBRATION_TARGET_PRECISION = env.float(
+    "OBSERVABILITY_CALIBRATION_TARGET_PRECISION", default=0.9
+)
 # Judgements required at and above a HIGHLY_RELEVANT candidate before it can be suggested.
 OBSERVABILITY_CALIBRATION_MIN_BAND = env.int("OBSERVABILITY_CALIBRATION_MIN_BAND", default=5)
-# Seconds every process keeps the thresholds in force cached; applying a pair also clears the
-# (shared, with Redis) cache at once.
-OBSERVABILITY_THRESHOLDS_CACHE_SECONDS = env.int("OBSERVABILITY_THRESHOLDS_CACHE_SECONDS", default=10)
