@@ -13,3 +13,18 @@ RETRIEVAL_DOMAIN_DEDUP = env.str("RETRIEVAL_DOMAIN_DEDUP", default="soft")
 RETRIEVAL_SESSION_TTL = env.int("RETRIEVAL_SESSION_TTL", default=24 * 60 * 60)
 # memory | redis; empty = redis when REDIS_URL is set, else in-process.
 RETRIEVAL_TRACKER_BACKEND = env.str("RETRIEVAL_TRACKER_BACKEND", default="")
+# Each process re-reads the corpus signature (for the L0 index and cached L1 results) and the
+# calibrated thresholds at most this often: uploads and deletes show up within it, no restart.
+RETRIEVAL_INDEX_REFRESH_MS = env.int("RETRIEVAL_INDEX_REFRESH_MS", default=1000)
+# Entries in each per-process LRU cache of query vectors and of L1 search hits (0 = off).
+RETRIEVAL_QUERY_CACHE_SIZE = env.int("RETRIEVAL_QUERY_CACHE_SIZE", default=1024)
+# The primary result carries its whole document up to this size, else the chunks around the match.
+RETRIEVAL_CONTENT_MAX_CHARS = env.int("RETRIEVAL_CONTENT_MAX_CHARS", default=8000)
+# The seeds' completeness hints (兜底信号) per relevance level.
+RETRIEVAL_HINT_PRECISE = env.str("RETRIEVAL_HINT_PRECISE", default="知识库中不存在比上述结果更精准的文档")
+RETRIEVAL_HINT_HIGHLY_RELEVANT = env.str(
+    "RETRIEVAL_HINT_HIGHLY_RELEVANT", default="当前结果已高度相关，继续检索不太可能找到更精准的文档"
+)
+RETRIEVAL_HINT_REFERENCE = env.str(
+    "RETRIEVAL_HINT_REFERENCE", default="当前结果为相关参考，如需更精准信息请明确缺少的具体维度"
+)
