@@ -74,11 +74,11 @@ class LLMClient:
             kwargs["response_format"] = {"type": "json_object"}
         try:
             completion = self._client.chat.completions.create(**kwargs)
-        except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as exc:
+        except openai.APIConnectionError as exc:
             # APITimeoutError is an APIConnectionError.
             raise LLMUnavailable(f"{type(exc).__name__}: {_short(exc)}") from exc
         except openai.APIStatusError as exc:
-            if exc.status_code in (408, 409) or exc.status_code >= 500:
+            if exc.status_code in (408, 409, 429) or exc.status_code >= 500:
                 raise LLMUnavailable(f"HTTP {exc.status_code}: {_short(exc)}") from exc
             raise LLMError(f"HTTP {exc.status_code}: {_short(exc)}") from exc
         except openai.OpenAIError as exc:

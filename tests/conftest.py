@@ -193,3 +193,13 @@ def celery_worker(transactional_db, settings, tmp_path):
         app.conf.task_always_eager, app.conf.task_default_queue = previous
         stop_process(proc, timeout=30)
         log.close()
+
+
+@pytest.fixture
+def fake_openai():
+    """A local HTTP server speaking the OpenAI chat-completions protocol (the test LLM), on
+    127.0.0.1 and a free port; scripted and inspected through tests/support/fake_openai.py."""
+    from tests.support.fake_openai import FakeOpenAI
+
+    with FakeOpenAI() as server:
+        yield server
