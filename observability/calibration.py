@@ -1,0 +1,239 @@
+"""Threshold calibration from feedback (seed 000 Phase 2, 分数反馈调优).
+
+Agents (API) and staff (admin) judge whether a lookup's result helped. Grouped by the lookup's
+``l1_top_similarity`` in 0.05-wide bands, those judgements show where results stop helping. The
+suggestion:
+
+- REFERENCE threshold: the band edge that best separates helpful from unhelpful results, i.e.
+  maximises Youden's J = (share of helpful results at or above it) - (share of unhelpful ones at
+  or above it). Ties go to the edge closest to the threshold in force (the smallest change).
+- HIGHLY_RELEVANT threshold: the lowest band edge above REFERENCE at or above which at least
+  ``OBSERVABILITY_CALIBRATION_TARGET_PRECISION`` of the judged results helped (the level tells the
+  agent "searching on is unlikely to find better", so it must be right that often), with at least
+  ``OBSERVABILITY_CALIBRATION_MIN_BAND`` judgements there. No such edge: it stays as it is.
+
+Nothing changes until a staff member applies a pair (``calibration_apply``), which is recorded
+with who and when. ``thresholds_in_force`` is what the lookup uses (it reads the same rows through
+``retrieval.thresholds.current_thresholds``): the latest applied pair, else the RETRIEVAL_*
+settings; that function re-reads it every few seconds, so a change takes effect without a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Count, F
+from django.db.models.functions import Floor
+
+from observability.models import InvocationFeedback, ThresholdCalibration
+
+logger = logging.getLogger(__name__)
+
+BANDS = 20  # 0.05 wide, as the dashboard's histogram
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    highly_relevant: float
+    reference: float
+    # "settings" or "calibration": where the pair came from.
+    source: str
+    calibration_id: int | None = None
+
+
+def _from_settings() -> Thresholds:
+    return Thresholds(
+        highly_relevant=float(settings.RETRIEVAL_HIGHLY_RELEVANT_THRESHOLD),
+        reference=float(settings.RETRIEVAL_REFERENCE_THRESHOLD),
+        source="settings",
+    )
+
+
+def thresholds_in_force() -> Thresholds:
+    """The thresholds lookups use now, for the pages to draw: the latest staff-applied
+    calibration, else the settings. (The lookup itself reads them through
+    ``retrieval.thresholds.current_thresholds``, which applies the same rule with a short
+    per-process cache.)"""
+    latest = ThresholdCalibration.objects.order_by("-applied_at", "-id").first()
+    if latest is None or latest.reverted:
+        return _from_settings()
+    base = _from_settings()
+    return Thresholds(
+        highly_relevant=base.highly_relevant
+        if latest.highly_relevant_threshold is None
+        else latest.highly_relevant_threshold,
+        reference=base.reference if latest.reference_threshold is None else latest.reference_threshold,
+        source="calibration",
+        calibration_id=latest.pk,
+    )
+
+
+def calibration_bands() -> dict:
+    """Judgements per 0.05 similarity band: helpful, unhelpful and the helpful rate.
+
+    Only judgements on lookups that had an L1 similarity count (PRECISE-by-keyword lookups
+    without one say nothing about the similarity thresholds).
+    """
+    rows = (
+        InvocationFeedback.objects.filter(invocation__l1_top_similarity__isnull=False)
+        .annotate(band=Floor(F("invocation__l1_top_similarity") * BANDS))
+        .values("band", "helpful")
+        .annotate(n=Count("*"))
+        .order_by()
+    )
+    bands = [
+        {"lo": round(i / BANDS, 4), "hi": round((i + 1) / BANDS, 4), "helpful": 0, "unhelpful": 0}
+        for i in range(BANDS)
+    ]
+    for row in rows:
+        band = bands[min(max(int(row["band"]), 0), BANDS - 1)]
+        band["helpful" if row["helpful"] else "unhelpful"] += row["n"]
+    for band in bands:
+        judged = band["helpful"] + band["unhelpful"]
+        band["judged"] = judged
+        band["rate"] = round(band["helpful"] / judged, 3) if judged else None
+    return {
+        "bands": bands,
+        "helpful": sum(b["helpful"] for b in bands),
+        "unhelpful": sum(b["unhelpful"] for b in bands),
+    }
+
+
+def calibration_suggest(*, bands: dict, current: Thresholds) -> dict:
+    """The suggested pair and the numbers behind it (see the module docstring).
+
+    Returns ``{"ok", "reason", "reference", "highly_relevant", "cuts": [...], ...}``; ``ok`` is
+    False (with the reason) when there is too little feedback to suggest anything.
+    """
+    helpful, unhelpful = bands["helpful"], bands["unhelpful"]
+    min_feedback = settings.OBSERVABILITY_CALIBRATION_MIN_FEEDBACK
+    target = settings.OBSERVABILITY_CALIBRATION_TARGET_PRECISION
+    min_band = settings.OBSERVABILITY_CALIBRATION_MIN_BAND
+    result = {
+        "ok": False,
+        "reason": "",
+        "helpful": helpful,
+        "unhelpful": unhelpful,
+        "target_precision": target,
+        "min_feedback": min_feedback,
+        "current": asdict(current),
+        "cuts": [],
+        "reference": None,
+        "highly_relevant": None,
+    }
+    if helpful + unhelpful < min_feedback:
+        result["reason"] = (
+            f"{helpful + unhelpful} judgements with a similarity; at least {min_feedback} are needed "
+            "(OBSERVABILITY_CALIBRATION_MIN_FEEDBACK)."
+        )
+        return result
+    if not helpful or not unhelpful:
+        result["reason"] = "All judgements agree (all helpful or all unhelpful): nothing to separate."
+        return result
+
+    # Cut c = "similarity >= c". Walk the bands from the top down, accumulating what lies above.
+    cuts = []
+    above_helpful = above_unhelpful = 0
+    for band in reversed(bands["bands"]):
+        above_helpful += band["helpful"]
+        above_unhelpful += band["unhelpful"]
+        tpr = above_helpful / helpful
+        fpr = above_unhelpful / unhelpful
+        above = above_helpful + above_unhelpful
+        cuts.append(
+            {
+                "cut": band["lo"],
+                "helpful_above": above_helpful,
+                "unhelpful_above": above_unhelpful,
+                "tpr": round(tpr, 3),
+                "fpr": round(fpr, 3),
+                "j": round(tpr - fpr, 3),
+                "precision_above": round(above_helpful / above, 3) if above else None,
+            }
+        )
+    cuts.reverse()
+    result["cuts"] = cuts
+
+    # Cut 0.0 keeps everything (J = 0): only edges inside (0, 1) are candidates.
+    candidates = [c for c in cuts if c["cut"] > 0]
+    best_j = max(c["j"] for c in candidates)
+    reference = min(
+        (c for c in candidates if c["j"] == best_j), key=lambda c: abs(c["cut"] - current.reference)
+    )["cut"]
+
+    precise_enough = [
+        c
+        for c in candidates
+        if c["cut"] > reference
+        and c["precision_above"] is not None
+        and c["precision_above"] >= target
+        and c["helpful_above"] + c["unhelpful_above"] >= min_band
+    ]
+    if precise_enough:
+        highly_relevant = precise_enough[0]["cut"]
+        hr_reason = f"lowest edge above REFERENCE with ≥ {target:.0%} helpful above it"
+    else:
+        highly_relevant = max(current.highly_relevant, reference)
+        hr_reason = f"no edge above REFERENCE reaches {target:.0%} helpful: kept as it is"
+    result.update(
+        ok=True,
+        reference=reference,
+        highly_relevant=round(highly_relevant, 4),
+        best_j=best_j,
+        reason=f"REFERENCE: best separation (J = {best_j:.3f}); HIGHLY_RELEVANT: {hr_reason}.",
+    )
+    return result
+
+
+@transaction.atomic
+def calibration_apply(
+    *,
+    highly_relevant_threshold: float,
+    reference_threshold: float,
+    applied_by,
+    evidence: dict | None = None,
+    note: str = "",
+) -> ThresholdCalibration:
+    """Make a threshold pair the one in force, recording who applied it, when and on what data."""
+    errors = {}
+    for field, value in (
+        ("highly_relevant_threshold", highly_relevant_threshold),
+        ("reference_threshold", reference_threshold),
+    ):
+        if value is None or not 0.0 <= float(value) <= 1.0:
+            errors[field] = f"must be a similarity between 0 and 1, got {value!r}"
+    if not errors and reference_threshold > highly_relevant_threshold:
+        errors["reference_threshold"] = (
+            f"must not exceed highly_relevant_threshold ({reference_threshold} > {highly_relevant_threshold})"
+        )
+    if errors:
+        raise ValidationError(errors)
+    evidence = evidence or {}
+    calibration = ThresholdCalibration.objects.create(
+        highly_relevant_threshold=float(highly_relevant_threshold),
+        reference_threshold=float(reference_threshold),
+        applied_by=applied_by,
+        evidence=evidence,
+        feedback_count=int(evidence.get("helpful", 0)) + int(evidence.get("unhelpful", 0)),
+        note=note,
+    )
+    logger.info(
+        "thresholds: %s applied REFERENCE %.3f / HIGHLY_RELEVANT %.3f (calibration #%s)",
+        applied_by,
+        reference_threshold,
+        highly_relevant_threshold,
+        calibration.pk,
+    )
+    return calibration
+
+
+@transaction.atomic
+def calibration_revert(*, applied_by, note: str = "") -> ThresholdCalibration:
+    """Hand the thresholds back to the RETRIEVAL_* settings (recorded like an application)."""
+    calibration = ThresholdCalibration.objects.create(reverted=True, applied_by=applied_by, note=note)
+    logger.info("thresholds: %s reverted to the settings (calibration #%s)", applied_by, calibration.pk)
+    return calibration

@@ -1,0 +1,233 @@
+"""Plotly figures (plain dicts: ``{"data": [...], "layout": {...}}``) built from selector output.
+
+The pages put these into the HTML with ``json_script`` and ``observability/dashboard.js`` hands
+them to plotly.js unchanged, so what a test reads from the page is exactly what is drawn. Every
+bar carries, in ``customdata``, the invocation-list URL filtered to what the bar counts: clicking
+it opens that list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+# One colour per level, the same on every chart.
+LEVEL_COLOURS = {
+    "PRECISE": "#1a7f37",
+    "HIGHLY_RELEVANT": "#2f81f7",
+    "REFERENCE": "#d4a72c",
+    "DEDUPED": "#8250df",
+    "not found": "#cf222e",
+}
+DEDUP_COLOURS = {"doc_retrieved": "#8250df", "domain_retrieved": "#bf3989", "none": "#8c959f"}
+FONT = '"WenQuanYi Micro Hei", "Noto Sans CJK SC", "PingFang SC", "Microsoft YaHei", sans-serif'
+
+Link = Callable[..., str]
+
+
+def _layout(title: str, **extra) -> dict:
+    layout = {
+        "title": {"text": title, "font": {"size": 15}},
+        "font": {"family": FONT, "size": 12},
+        "margin": {"l": 50, "r": 20, "t": 50, "b": 50},
+        "height": 320,
+        "paper_bgcolor": "rgba(0,0,0,0)",
+        "plot_bgcolor": "rgba(0,0,0,0)",
+        "hovermode": "closest",
+    }
+    layout.update(extra)
+    return layout
+
+
+def distribution_figure(*, rows: list[dict], title: str, colours: dict[str, str], link: Link) -> dict:
+    """One bar per value, labelled "count (percent%)"; ``link(value)`` is the bar's list URL."""
+    return {
+        "data": [
+            {
+                "type": "bar",
+                "x": [row["label"] for row in rows],
+                "y": [row["count"] for row in rows],
+                "text": [f"{row['count']} ({row['percent']}%)" for row in rows],
+                "textposition": "auto",
+                "marker": {"color": [colours.get(row["label"], "#57606a") for row in rows]},
+                "customdata": [link(row["value"]) for row in rows],
+                "hovertemplate": "%{x}: %{text}<extra></extra>",
+            }
+        ],
+        "layout": _layout(title, yaxis={"title": {"text": "calls 调用次数"}, "rangemode": "tozero"}),
+    }
+
+
+def similarity_figure(
+    *,
+    histogram: dict,
+    reference: float,
+    highly_relevant: float,
+    title: str,
+    link: Callable[[float, float], str],
+) -> dict:
+    """Stacked histogram of l1_top_similarity by level, with both thresholds drawn as lines."""
+    bins = histogram["bins"]
+    centres = [round((b["lo"] + b["hi"]) / 2, 4) for b in bins]
+    urls = [link(b["lo"], b["hi"]) for b in bins]
+    data = [
+        {
+            "type": "bar",
+            "name": label,
+            "x": centres,
+            "y": counts,
+            "width": [round(1 / len(bins), 4)] * len(bins),
+            "marker": {"color": LEVEL_COLOURS.get(label, "#57606a")},
+            "customdata": urls,
+            "hovertemplate": f"{label}<br>similarity %{{x:.3f}} ± 0.025: %{{y}}<extra></extra>",
+        }
+        for label, counts in histogram["levels"].items()
+        if any(counts)
+    ]
+
+    def threshold(x: float, text: str, colour: str) -> tuple[dict, dict]:
+        line = {
+            "type": "line",
+            "xref": "x",
+            "yref": "paper",
+            "x0": x,
+            "x1": x,
+            "y0": 0,
+            "y1": 1,
+            "line": {"color": colour, "width": 2, "dash": "dash"},
+        }
+        note = {
+            "x": x,
+            "y": 1,
+            "xref": "x",
+            "yref": "paper",
+            "text": text,
+            "showarrow": False,
+            "xanchor": "left",
+            "yanchor": "bottom",
+            "font": {"color": colour},
+        }
+        return line, note
+
+    ref_line, ref_note = threshold(reference, f"REFERENCE ≥ {reference:.2f}", "#9a6700")
+    hr_line, hr_note = threshold(highly_relevant, f"HIGHLY_RELEVANT ≥ {highly_relevant:.2f}", "#0969da")
+    return {
+        "data": data,
+        "layout": _layout(
+            title,
+            barmode="stack",
+            xaxis={"title": {"text": "l1_top_similarity 归一化相似度"}, "range": [0, 1], "dtick": 0.1},
+            yaxis={"title": {"text": "calls 调用次数"}, "rangemode": "tozero"},
+            shapes=[ref_line, hr_line],
+            annotations=[ref_note, hr_note],
+            legend={"orientation": "h", "y": -0.25},
+            margin={"l": 50, "r": 20, "t": 70, "b": 80},
+            height=360,
+        ),
+        "thresholds": {"reference": reference, "highly_relevant": highly_relevant},
+    }
+
+
+def over_time_figure(
+    *, over_time: dict, title: str, colours: dict[str, str], values: dict[str, str | None], link: Link
+) -> dict:
+    """Stacked bars per hour or day, one trace per level (or dedup reason)."""
+    data = [
+        {
+            "type": "bar",
+            "name": label,
+            "x": over_time["x"],
+            "y": counts,
+            "marker": {"color": colours.get(label, "#57606a")},
+            "customdata": [link(values.get(label), x, over_time["bucket"]) for x in over_time["x"]],
+            "hovertemplate": f"{label}<br>%{{x}}: %{{y}}<extra></extra>",
+        }
+        for label, counts in over_time["series"].items()
+    ]
+    return {
+        "data": data,
+        "layout": _layout(
+            title,
+            barmode="stack",
+            xaxis={"type": "category", "tickangle": -45, "nticks": 24},
+            yaxis={"title": {"text": "calls 调用次数"}, "rangemode": "tozero"},
+            legend={"orientation": "h", "y": -0.35},
+            margin={"l": 50, "r": 20, "t": 50, "b": 110},
+            height=360,
+        ),
+    }
+
+
+def sessions_figure(*, sessions: dict, title: str) -> dict:
+    """Sessions by how many calls they made (the seeds' symptom: 20+ per conversation)."""
+    return {
+        "data": [
+            {
+                "type": "bar",
+                "x": sessions["histogram"]["labels"],
+                "y": sessions["histogram"]["sessions"],
+                "text": [str(n) for n in sessions["histogram"]["sessions"]],
+                "textposition": "auto",
+                "marker": {"color": "#57606a"},
+                "hovertemplate": "%{x} calls: %{y} sessions<extra></extra>",
+            }
+        ],
+        "layout": _layout(
+            title,
+            xaxis={"title": {"text": "calls per session 每会话调用次数"}, "type": "category"},
+            yaxis={"title": {"text": "sessions 会话数"}, "rangemode": "tozero"},
+        ),
+    }
+
+
+def calibration_figure(*, bands: list[dict], reference: float, highly_relevant: float, title: str) -> dict:
+    """Helpful vs not helpful judgements per similarity band, with the helpful rate as a line."""
+    x = [round((b["lo"] + b["hi"]) / 2, 4) for b in bands]
+    figure = {
+        "data": [
+            {
+                "type": "bar",
+                "name": "helpful 有用",
+                "x": x,
+                "y": [b["helpful"] for b in bands],
+                "marker": {"color": "#1a7f37"},
+                "width": [round(b["hi"] - b["lo"], 4) for b in bands],
+            },
+            {
+                "type": "bar",
+                "name": "not helpful 无用",
+                "x": x,
+                "y": [b["unhelpful"] for b in bands],
+                "marker": {"color": "#cf222e"},
+                "width": [round(b["hi"] - b["lo"], 4) for b in bands],
+            },
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": "helpful rate 有用率",
+                "x": [xi for xi, b in zip(x, bands, strict=True) if b["rate"] is not None],
+                "y": [b["rate"] for b in bands if b["rate"] is not None],
+                "yaxis": "y2",
+                "line": {"color": "#0969da"},
+            },
+        ],
+        "layout": _layout(
+            title,
+            barmode="stack",
+            xaxis={"title": {"text": "l1_top_similarity"}, "range": [0, 1], "dtick": 0.1},
+            yaxis={"title": {"text": "judgements 反馈数"}, "rangemode": "tozero"},
+            yaxis2={"overlaying": "y", "side": "right", "range": [0, 1.05], "title": {"text": "rate"}},
+            legend={"orientation": "h", "y": -0.25},
+            margin={"l": 50, "r": 50, "t": 50, "b": 80},
+            height=360,
+        ),
+    }
+    lines = similarity_figure(
+        histogram={"bins": [], "levels": {}},
+        reference=reference,
+        highly_relevant=highly_relevant,
+        title=title,
+        link=lambda lo, hi: "",
+    )["layout"]
+    figure["layout"]["shapes"] = lines["shapes"]
+    figure["layout"]["annotations"] = lines["annotations"]
+    return figure
