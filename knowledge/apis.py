@@ -13,6 +13,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, renderers
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
@@ -55,8 +56,15 @@ class FormatParameterNegotiation(DefaultContentNegotiation):
         return chosen
 
 
+class ToolScopedThrottle(ScopedRateThrottle):
+    """The per-agent "tool" rate (API_THROTTLE_TOOL), read per request rather than at import."""
+
+    def get_rate(self):
+        return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+
+
 class _ToolApi(APIView):
-    throttle_classes = [ScopedRateThrottle]
+    throttle_classes = [ToolScopedThrottle]
     throttle_scope = "tool"
     content_negotiation_class = FormatParameterNegotiation
 
@@ -68,7 +76,15 @@ class _ToolApi(APIView):
         return super().finalize_response(request, response, *args, **kwargs)
 
 
-_FORMAT = OpenApiParameter("format", OpenApiTypes.STR, OpenApiParameter.QUERY, required=False)
+def _format_parameter(*formats: str) -> OpenApiParameter:
+    return OpenApiParameter(
+        "format",
+        OpenApiTypes.STR,
+        OpenApiParameter.QUERY,
+        required=False,
+        enum=list(formats),
+        default=formats[0],
+    )
 
 
 class KnowledgeMapApi(_ToolApi):
@@ -78,7 +94,7 @@ class KnowledgeMapApi(_ToolApi):
 
     @extend_schema(
         operation_id="knowledge_map",
-        parameters=[_FORMAT],
+        parameters=[_format_parameter("yaml", "json")],
         description="The knowledge map injected into the planner prompt (seed 004): YAML by "
         "default, `?format=json` for JSON.",
         responses={200: OpenApiTypes.OBJECT},
@@ -94,10 +110,10 @@ class PlannerPromptApi(_ToolApi):
 
     @extend_schema(
         operation_id="planner_prompt",
-        parameters=[_FORMAT],
+        parameters=[_format_parameter("md", "json")],
         description="The planner prompt (Markdown) with the knowledge map injected; "
         '`?format=json` gives `{"name": "planner", "content": "..."}`.',
-        responses={200: OpenApiTypes.STR},
+        responses={(200, "text/markdown"): OpenApiTypes.STR, (200, "application/json"): OpenApiTypes.OBJECT},
     )
     def get(self, request):
         return Response({"name": "planner", "content": planner_prompt_render()})
