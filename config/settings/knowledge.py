@@ -7,6 +7,9 @@ INGEST_MAX_FILES_PER_UPLOAD = env.int("INGEST_MAX_FILES_PER_UPLOAD", default=200
 INGEST_MAX_UNZIPPED_BYTES = env.int("INGEST_MAX_UNZIPPED_BYTES", default=50 * 1024 * 1024)
 CHUNK_TARGET_CHARS = env.int("CHUNK_TARGET_CHARS", default=800)
 CHUNK_OVERLAP_CHARS = env.int("CHUNK_OVERLAP_CHARS", default=100)
+# Django refuses requests with more than 100 files before any view runs (a bare 400); let one
+# over the ingestion limit through so the bulk page can say which limit was broken.
+DATA_UPLOAD_MAX_NUMBER_FILES = max(100, INGEST_MAX_FILES_PER_UPLOAD + 1)
 
 # --- Knowledge domain map (seed 004 Part B) ------------------------------------------------------
 # A domain's when_to_retrieve is regenerated this many seconds after the last change to its
