@@ -53,7 +53,11 @@ def distribution_figure(*, rows: list[dict], title: str, colours: dict[str, str]
                 "hovertemplate": "%{x}: %{text}<extra></extra>",
             }
         ],
-        "layout": _layout(title, yaxis={"title": {"text": "calls 调用次数"}, "rangemode": "tozero"}),
+        "layout": _layout(
+            title,
+            xaxis={"automargin": True},
+            yaxis={"title": {"text": "calls 调用次数"}, "rangemode": "tozero"},
+        ),
     }
 
 
@@ -119,7 +123,7 @@ def similarity_figure(
             yaxis={"title": {"text": "calls 调用次数"}, "rangemode": "tozero"},
             shapes=[ref_line, hr_line],
             annotations=[ref_note, hr_note],
-            legend={"orientation": "h", "y": -0.25},
+            legend={"orientation": "h", "y": -0.25, "traceorder": "normal"},
             margin={"l": 50, "r": 20, "t": 70, "b": 80},
             height=360,
         ),
@@ -148,11 +152,12 @@ def over_time_figure(
         "layout": _layout(
             title,
             barmode="stack",
-            xaxis={"type": "category", "tickangle": -45, "nticks": 24},
+            xaxis={"type": "category", "tickangle": -45, "nticks": 12, "automargin": True},
             yaxis={"title": {"text": "calls 调用次数"}, "rangemode": "tozero"},
-            legend={"orientation": "h", "y": -0.35},
-            margin={"l": 50, "r": 20, "t": 50, "b": 110},
-            height=360,
+            # Legend on the right: below the plot it collides with the slanted time labels.
+            legend={"traceorder": "normal", "font": {"size": 11}},
+            margin={"l": 50, "r": 10, "t": 50, "b": 60},
+            height=380,
         ),
     }
 
@@ -216,7 +221,7 @@ def calibration_figure(*, bands: list[dict], reference: float, highly_relevant: 
             xaxis={"title": {"text": "l1_top_similarity"}, "range": [0, 1], "dtick": 0.1},
             yaxis={"title": {"text": "judgements 反馈数"}, "rangemode": "tozero"},
             yaxis2={"overlaying": "y", "side": "right", "range": [0, 1.05], "title": {"text": "rate"}},
-            legend={"orientation": "h", "y": -0.25},
+            legend={"orientation": "h", "y": -0.25, "traceorder": "normal"},
             margin={"l": 50, "r": 50, "t": 50, "b": 80},
             height=360,
         ),

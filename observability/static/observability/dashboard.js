@@ -12,7 +12,8 @@
     var config = {
       displaylogo: false,
       responsive: true,
-      modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d"],
+      // The mode bar covers the titles of these small charts; zooming is not what they are for.
+      displayModeBar: false,
     };
     Plotly.newPlot(el, figure.data, figure.layout, config).then(function () {
       el.dataset.drawn = "1";

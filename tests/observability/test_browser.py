@@ -1,0 +1,166 @@
+"""The dashboard in a real browser: headless Chromium (Debian chromium + chromium-driver, installed
+by .ci/run with a CJK font) logs in, opens the dashboard over seeded calls, reads back from
+plotly.js what it drew, clicks a bar through to the list, and saves a screenshot to
+var/screenshots/ (named in the README)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from knowledge.models import KnowledgeDomain
+from tests.conftest import REPO
+from tests.observability.factories import ToolInvocationFactory
+
+SCREENSHOTS = REPO / "var" / "screenshots"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not (CHROMIUM and CHROMEDRIVER),
+        reason="headless Chromium not installed: apt-get install chromium chromium-driver fonts-wqy-microhei "
+        "(.ci/run does)",
+    ),
+]
+
+SEEDED = {"PRECISE": 4, "HIGHLY_RELEVANT": 7, "REFERENCE": 5, "DEDUPED": 2, "not found": 3}
+
+
+@pytest.fixture
+def browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    profile = tempfile.mkdtemp(prefix="agentkb-chromium-")
+    for arg in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--window-size=1400,2200",
+        "--lang=en-US",
+        f"--user-data-dir={profile}",
+    ):
+        options.add_argument(arg)
+    # An explicit driver path: selenium must not try to fetch one.
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture
+def seeded_calls(transactional_db, django_user_model):
+    django_user_model.objects.create_superuser("browser-admin", "b@example.com", "browser-pass-123")
+    KnowledgeDomain.objects.create(domain_id="infrastructure", description="基础设施")
+    now = timezone.now()
+    similarities = {
+        "PRECISE": 0.97,
+        "HIGHLY_RELEVANT": 0.82,
+        "REFERENCE": 0.61,
+        "DEDUPED": 0.88,
+        "not found": 0.31,
+    }
+    n = 0
+    for label, count in SEEDED.items():
+        for _ in range(count):
+            n += 1
+            level = None if label == "not found" else label
+            ToolInvocationFactory(
+                relevance_level=level,
+                dedup_reason="doc_retrieved" if level == "DEDUPED" else None,
+                similarity=similarities[label],
+                created_at=now - timedelta(minutes=5 + 7 * n),
+                session_id=f"s{n % 6}",
+                query="数据库连接池怎么配置" if level else "没有这个文档",
+                duration_ms=10 + n,
+            )
+
+
+def _wait(driver, condition, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = driver.execute_script(condition)
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for: {condition}")
+
+
+def test_dashboard_draws_the_seeded_values(browser, live_server, seeded_calls):
+    browser.get(live_server.url + reverse("admin:login"))
+    browser.find_element("name", "username").send_keys("browser-admin")
+    browser.find_element("name", "password").send_keys("browser-pass-123")
+    browser.find_element("css selector", "input[type=submit]").click()
+    _wait(browser, "return document.body.classList.contains('dashboard')")
+
+    browser.get(live_server.url + reverse("admin:observability_retrievaldashboard_changelist") + "?range=24h")
+    _wait(
+        browser,
+        "const els = document.querySelectorAll('[data-figure]');"
+        "return els.length >= 6 && Array.from(els).every(e => e.dataset.drawn === '1');",
+    )
+
+    drawn = browser.execute_script(
+        "const gd = document.getElementById('chart-relevance');"
+        "return {x: gd._fullData[0].x, y: gd._fullData[0].y,"
+        " bars: gd.querySelectorAll('g.point').length,"
+        " labels: Array.from(gd.querySelectorAll('text.bartext')).map(t => t.textContent),"
+        " title: gd.querySelector('.gtitle').textContent};"
+    )
+    assert dict(zip(drawn["x"], drawn["y"], strict=True)) == SEEDED
+    assert drawn["bars"] == 5
+    total = sum(SEEDED.values())
+    assert f"7 ({round(100 * 7 / total, 1)}%)" in drawn["labels"]
+    assert drawn["title"] == "Relevance level 查询质量分布"
+
+    similarity = browser.execute_script(
+        "const gd = document.getElementById('chart-similarity');"
+        "return {traces: gd._fullData.map(t => [t.name, t.y.reduce((a, b) => a + b, 0)]),"
+        " shapes: gd.querySelectorAll('.shapelayer path').length,"
+        " notes: Array.from(gd.querySelectorAll('.annotation-text')).map(t => t.textContent)};"
+    )
+    assert dict(similarity["traces"]) == SEEDED
+    assert similarity["shapes"] == 2
+    assert similarity["notes"] == ["REFERENCE ≥ 0.50", "HIGHLY_RELEVANT ≥ 0.75"]
+
+    dedup = browser.execute_script(
+        "const gd = document.getElementById('chart-dedup'); return [gd._fullData[0].x, gd._fullData[0].y];"
+    )
+    assert dict(zip(*dedup, strict=True)) == {"doc_retrieved": 2, "domain_retrieved": 0, "none": total - 2}
+    # The CJK font the labels need is installed and usable by the page.
+    assert browser.execute_script("return document.fonts.check('16px \"WenQuanYi Micro Hei\"')")
+    assert "没有这个文档" in browser.find_element("id", "table-not-found").text
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    shot = SCREENSHOTS / "dashboard.png"
+    shot.unlink(missing_ok=True)
+    browser.execute_script("window.scrollTo(0, 0)")
+    assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+
+    # Clicking the REFERENCE bar (a real mouse click on the drawn bar) opens the list of exactly those calls.
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    bars = browser.find_elements("css selector", "#chart-relevance g.point path")
+    ActionChains(browser).move_to_element(bars[drawn["x"].index("REFERENCE")]).pause(0.3).click().perform()
+    _wait(browser, "return document.body.classList.contains('change-list')")
+    assert "level=REFERENCE" in browser.current_url
+    counter = browser.find_element("css selector", "#changelist-form .paginator").text
+    assert counter.startswith("5 ")
