@@ -1,0 +1,50 @@
+"""Recording tool calls (seed 000 FS-6): one ToolInvocation row per call, written by the service
+that acted (``retrieval.services.lookup_knowledge``), successful or not.
+
+The dashboards read these rows; ``retrieval_details`` carries what they group by (see the keys
+the lookup writes in ``retrieval.services``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from observability.models import ToolInvocation
+
+# Stored text is capped so one runaway query or error cannot bloat the table.
+_MAX_SUMMARY = 2000
+_MAX_ERROR = 4000
+
+
+def invocation_record(
+    *,
+    tool_name: str,
+    session_id: str,
+    request: dict[str, Any],
+    status: str,
+    duration_ms: int,
+    result_summary: str = "",
+    error: str = "",
+    relevance_level: str | None = None,
+    dedup_reason: str | None = None,
+    retrieval_details: dict[str, Any] | None = None,
+) -> ToolInvocation:
+    """Write one invocation row and return it.
+
+    Exactly one INSERT and no transaction of its own: wrapping a single statement in
+    ``transaction.atomic`` would add BEGIN/COMMIT round trips to every lookup for nothing.
+    """
+    if status not in ToolInvocation.Status.values:
+        raise ValueError(f"status: must be one of {', '.join(ToolInvocation.Status.values)}; got {status!r}")
+    return ToolInvocation.objects.create(
+        tool_name=tool_name,
+        session_id=session_id[:128],
+        request=request,
+        status=status,
+        duration_ms=max(0, int(duration_ms)),
+        result_summary=result_summary[:_MAX_SUMMARY],
+        error=error[:_MAX_ERROR],
+        relevance_level=relevance_level,
+        dedup_reason=dedup_reason,
+        retrieval_details=retrieval_details,
+    )

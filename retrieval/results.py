@@ -1,0 +1,176 @@
+"""What the agent reads: the documents' text for primary / supplement, and the message.
+
+The agent body never carries a score, a similarity or a distance (FS-4): raw numbers go to
+``retrieval_details`` only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import Q
+
+from knowledge.models import ApiDocument, DocumentChunk
+from retrieval.keyword_index import text_normalise
+from retrieval.normalisation import RelevanceLevel
+from retrieval.ranking import Candidate, Selection
+
+
+@dataclass(frozen=True)
+class DocumentRow:
+    id: int
+    doc_key: str
+    title: str
+    domain: str
+    content_len: int
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    index: int
+    heading_path: str
+    content: str
+
+
+def _chosen_chunk(candidate: Candidate, chunks: dict[int, _Chunk]) -> _Chunk | None:
+    """The chunk to show: for an L0 document, one that contains a matched keyword (the L1 best
+    chunk if it does); otherwise the best L1 chunk; else the first chunk."""
+    if candidate.via_l0 and chunks:
+        containing = [
+            c for c in chunks.values() if any(t in text_normalise(c.content) for t in candidate.l0_terms)
+        ]
+        if containing:
+            for c in containing:
+                if c.index == candidate.chunk_index:
+                    return c
+            return min(containing, key=lambda c: c.index)
+    if candidate.chunk_index is not None and candidate.chunk_index in chunks:
+        return chunks[candidate.chunk_index]
+    return chunks[min(chunks)] if chunks else None
+
+
+def _window(chunks: dict[int, _Chunk], around: int, max_chars: int) -> str:
+    """Chunks nearest ``around`` (it first), in document order, up to ``max_chars``."""
+    picked: list[int] = []
+    total = 0
+    for index in sorted(chunks, key=lambda i: (abs(i - around), i)):
+        size = len(chunks[index].content)
+        if picked and total + size > max_chars:
+            continue
+        picked.append(index)
+        total += size
+    text = "\n\n".join(chunks[i].content for i in sorted(picked))
+    return text[:max_chars]
+
+
+def result_items_build(
+    *,
+    returned: list[Candidate],
+    documents: dict[str, DocumentRow],
+    content_max_chars: int,
+) -> list[dict]:
+    """One agent-facing item per returned document, primary first.
+
+    The primary carries its whole document when it fits ``content_max_chars`` (the session is
+    marked as having the document, so the agent should really have it), else the chunks around
+    the matched one; a supplement carries its matched chunk.
+    """
+    if not returned:
+        return []
+    primary = returned[0]
+    primary_doc = documents[primary.doc_key]
+    primary_whole = primary_doc.content_len <= content_max_chars
+    # Documents whose every chunk we read: L0 documents (to find the keyword) and a primary
+    # too long to send whole (for the window); the others need their one best chunk.
+    full_ids = {documents[c.doc_key].id for c in returned if c.via_l0 or c.chunk_index is None}
+    if not primary_whole:
+        full_ids.add(primary_doc.id)
+    condition = Q(document_id__in=full_ids) if full_ids else Q(pk__in=[])
+    for c in returned:
+        if documents[c.doc_key].id not in full_ids:
+            condition |= Q(document_id=documents[c.doc_key].id, chunk_index=c.chunk_index)
+    chunks_by_doc: dict[int, dict[int, _Chunk]] = {}
+    for document_id, index, heading_path, content in DocumentChunk.objects.filter(condition).values_list(
+        "document_id", "chunk_index", "heading_path", "content"
+    ):
+        chunks_by_doc.setdefault(document_id, {})[index] = _Chunk(index, heading_path, content)
+
+    primary_content = None
+    if primary_whole:
+        primary_content = (
+            ApiDocument.objects.filter(pk=primary_doc.id).values_list("content", flat=True).first() or ""
+        )
+
+    items = []
+    for position, candidate in enumerate(returned):
+        document = documents[candidate.doc_key]
+        chunks = chunks_by_doc.get(document.id, {})
+        chunk = _chosen_chunk(candidate, chunks)
+        if position == 0:
+            if primary_content is not None:
+                content = primary_content
+            elif chunk is not None:
+                content = _window(chunks, chunk.index, content_max_chars)
+            else:
+                content = ""
+        else:
+            content = (chunk.content if chunk else "")[:content_max_chars]
+        items.append(
+            {
+                "title": document.title,
+                "domain": document.domain,
+                "docKey": document.doc_key,
+                "headingPath": chunk.heading_path if chunk else "",
+                "content": content,
+            }
+        )
+    return items
+
+
+def _titles(candidates: list[Candidate], limit: int = 5) -> str:
+    names = [f"《{c.title or c.doc_key}》" for c in candidates[:limit]]
+    more = len(candidates) - limit
+    return "、".join(names) + (f" 等 {len(candidates)} 篇" if more > 0 else "")
+
+
+def message_build(
+    *,
+    selection: Selection,
+    domains_before: list[str],
+    held_in_blocked_domain: list[str],
+    domain_dedup: str,
+    degraded: bool,
+) -> str:
+    """The agent-facing message (Chinese, like the hints and the executor prompt)."""
+    parts: list[str] = []
+    if selection.level == RelevanceLevel.DEDUPED and selection.blocked_domain:
+        held = "、".join(held_in_blocked_domain[:5]) or "相关文档"
+        parts.append(
+            f"本会话已检索过域「{selection.blocked_domain}」（已获取：{held}），本次检索被拦截。"
+            "请直接使用已获取的内容作答，禁止换关键词重新检索；如确有缺失，请先指出缺少的具体维度。"
+        )
+    elif selection.level == RelevanceLevel.DEDUPED:
+        domains = "、".join(dict.fromkeys(c.domain for c in selection.withheld))
+        parts.append(
+            f"与该查询相关的文档本会话均已获取：{_titles(selection.withheld)}（域：{domains}）。"
+            "请直接使用已获取的内容作答，禁止换关键词重新检索。"
+        )
+    elif not selection.found:
+        parts.append("知识库中没有与该查询相关的文档。")
+    else:
+        primary = selection.returned[0]
+        text = f"找到 {len(selection.returned)} 篇文档，主结果《{primary.title or primary.doc_key}》（域：{primary.domain}）"
+        if len(selection.returned) > 1:
+            text += f"，另有 {len(selection.returned) - 1} 篇补充"
+        parts.append(text + "。")
+        if selection.withheld:
+            parts.append(f"已省略本会话已获取的文档：{_titles(selection.withheld)}，请直接使用之前的结果。")
+        repeated = [d for d in dict.fromkeys(c.domain for c in selection.returned) if d in domains_before]
+        if domain_dedup == "soft" and repeated:
+            parts.append(
+                f"注意：域「{'、'.join(repeated)}」本会话此前已检索过，请先判断已有信息是否足够，"
+                "禁止换关键词重新检索。"
+            )
+    if degraded:
+        parts.append("（部分检索暂不可用，本次结果可能不完整。）")
+    return "".join(parts)

@@ -1,0 +1,112 @@
+"""L1: embed the query, search Milvus for the nearest chunks, keep raw scores.
+
+Two small per-process LRU caches, because agents repeat themselves:
+- query vectors, keyed by (embedding model, query text): a repeated query is not embedded again;
+- search hits, keyed by (Milvus URI and collection, model, query, top_k, corpus signature): a
+  repeated query is not searched again while the corpus is unchanged. The corpus signature
+  (``retrieval.corpus``) moves on every upload, re-index and delete, so a cached result never
+  outlives the documents it was computed on by more than ``RETRIEVAL_INDEX_REFRESH_MS``.
+Both hold ``RETRIEVAL_QUERY_CACHE_SIZE`` entries (0 turns them off).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+import numpy as np
+from django.conf import settings
+
+from knowledge.embeddings import get_embedder
+from knowledge.vectorstore import VectorHit, VectorStoreError, get_vector_store
+
+
+class LRUCache:
+    """A small thread-safe LRU map."""
+
+    def __init__(self) -> None:
+        self._data: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable):
+        with self._lock:
+            try:
+                self._data.move_to_end(key)
+                return self._data[key]
+            except KeyError:
+                return None
+
+    def put(self, key: Hashable, value, *, capacity: int) -> None:
+        if capacity <= 0:
+            return
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > capacity:
+                self._data.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+_vectors = LRUCache()
+_hits = LRUCache()
+
+
+@dataclass(frozen=True)
+class L1Result:
+    hits: tuple[VectorHit, ...]  # chunk hits, closest first, raw squared L2 scores
+    embedding_model: str
+    embed_ms: float
+    search_ms: float
+    vector_cached: bool
+    hits_cached: bool
+
+
+def query_vector(query: str) -> tuple[np.ndarray, str, bool, float]:
+    """(unit vector, model name, from cache?, milliseconds spent)."""
+    started = time.perf_counter()
+    embedder = get_embedder()
+    key = (embedder.model_name, query)
+    vector = _vectors.get(key)
+    if vector is not None:
+        return vector, embedder.model_name, True, (time.perf_counter() - started) * 1000
+    vector = embedder.encode_one(query)
+    vector.setflags(write=False)
+    _vectors.put(key, vector, capacity=settings.RETRIEVAL_QUERY_CACHE_SIZE)
+    return vector, embedder.model_name, False, (time.perf_counter() - started) * 1000
+
+
+def l1_search(*, query: str, top_k: int, signature: Hashable) -> L1Result:
+    """The ``top_k`` nearest chunks to ``query``. Raises EmbeddingError / VectorStoreError."""
+    embedder = get_embedder()
+    store = get_vector_store()
+    cache_key = (store.uri, store.collection, embedder.model_name, query, top_k, signature)
+    cached = _hits.get(cache_key)
+    if cached is not None:
+        return L1Result(cached, embedder.model_name, 0.0, 0.0, True, True)
+    vector, model_name, vector_cached, embed_ms = query_vector(query)
+    started = time.perf_counter()
+    try:
+        hits = tuple(store.search(vector.tolist(), top_k=top_k))
+    except VectorStoreError:
+        # No collection yet means nothing was ever indexed: an empty result, not an outage.
+        if not store.exists():
+            hits = ()
+        else:
+            raise
+    search_ms = (time.perf_counter() - started) * 1000
+    _hits.put(cache_key, hits, capacity=settings.RETRIEVAL_QUERY_CACHE_SIZE)
+    return L1Result(hits, model_name, embed_ms, search_ms, vector_cached, False)
+
+
+def l1_caches_clear() -> None:
+    _vectors.clear()
+    _hits.clear()

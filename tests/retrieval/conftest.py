@@ -1,0 +1,213 @@
+"""Fixtures for the lookup: a corpus written straight into the database and Milvus with the real
+embedder and vector store, a fresh action memory, and API clients with agent tokens.
+
+The corpus helper writes what the ingestion pipeline writes (an INDEXED ApiDocument with its
+keywords/aliases in metadata, DocumentChunk rows, one vector per chunk under
+``chunk_id_for(doc_key, i)``), so these tests depend on the lookup alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass
+
+import pytest
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from knowledge.embeddings import get_embedder
+from knowledge.models import ApiDocument, DocumentChunk, chunk_id_for
+from knowledge.vectorstore import ChunkVector, VectorStore
+from retrieval.corpus import corpus_signature_forget
+from retrieval.keyword_index import keyword_index_forget
+from retrieval.thresholds import thresholds_cache_clear
+from retrieval.tokens import tool_token_issue
+from retrieval.tracker import reset_tracker
+from retrieval.vector_search import l1_caches_clear
+
+
+def _forget_process_state() -> None:
+    corpus_signature_forget()
+    keyword_index_forget()
+    l1_caches_clear()
+    thresholds_cache_clear()
+    reset_tracker()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_retrieval_state(settings):
+    """Every test sees the database as it is now (no refresh interval) and a fresh tracker."""
+    settings.RETRIEVAL_INDEX_REFRESH_MS = 0
+    _forget_process_state()
+    yield
+    _forget_process_state()
+
+
+@pytest.fixture
+def session_id() -> str:
+    """A session id of this test alone (the Redis store is shared by concurrent test runs)."""
+    return f"test-{uuid.uuid4().hex}"
+
+
+@dataclass
+class Corpus:
+    store: VectorStore
+
+    def add(
+        self,
+        doc_key: str,
+        *,
+        title: str,
+        domain: str,
+        chunks: list[str | tuple[str, str]],
+        keywords: list[str] | str | None = None,
+        aliases: list[str] | None = None,
+        status: str = ApiDocument.Status.INDEXED,
+    ) -> ApiDocument:
+        """One document; each chunk is ``content`` or ``(heading, content)``. Chunk contents are
+        embedded as they are, so a test knows exactly what L1 compares a query with."""
+        pairs = [c if isinstance(c, tuple) else ("", c) for c in chunks]
+        metadata: dict = {}
+        if keywords is not None:
+            metadata["keywords"] = keywords
+        if aliases is not None:
+            metadata["aliases"] = aliases
+        content = "\n\n".join(text for _, text in pairs)
+        document = ApiDocument.objects.create(
+            doc_key=doc_key,
+            title=title,
+            domain=domain,
+            content=content,
+            content_hash=hashlib.sha256(content.encode()).hexdigest(),
+            metadata=metadata,
+            status=status,
+            chunk_count=len(pairs),
+            indexed_at=timezone.now() if status == ApiDocument.Status.INDEXED else None,
+        )
+        DocumentChunk.objects.bulk_create(
+            [
+                DocumentChunk(
+                    document=document,
+                    chunk_index=i,
+                    heading_path=f"{title} > {heading}" if heading else title,
+                    content=text,
+                )
+                for i, (heading, text) in enumerate(pairs)
+            ]
+        )
+        vectors = get_embedder().encode([text for _, text in pairs])
+        self.store.upsert(
+            [
+                ChunkVector(
+                    chunk_id=chunk_id_for(doc_key, i),
+                    vector=vectors[i].tolist(),
+                    domain=domain,
+                    doc_key=doc_key,
+                    chunk_index=i,
+                )
+                for i in range(len(pairs))
+            ]
+        )
+        return document
+
+    def delete(self, doc_key: str) -> None:
+        ApiDocument.objects.filter(doc_key=doc_key).delete()
+        self.store.delete_document(doc_key)
+
+
+@pytest.fixture
+def corpus(vector_store) -> Corpus:
+    """An empty corpus on a fresh Milvus collection (add documents with ``corpus.add``)."""
+    embedder = get_embedder()
+    vector_store.ensure_collection(dim=embedder.dim, model_name=embedder.model_name)
+    return Corpus(vector_store)
+
+
+def seed_documents(corpus: Corpus) -> None:
+    """The seeds' world (seed 000 section 7): infrastructure, api and troubleshooting documents.
+
+    Chunk texts are chosen so the real embedder (USE multilingual) puts the seeds' scenario
+    queries where the seeds put them: "数据库连接池配置" above 0.75 on the pool document,
+    "故障排查" in [0.5, 0.75) on the incident document, "ERR_TIMEOUT" an exact keyword.
+    """
+    corpus.add(
+        "infrastructure/mysql-pool.md",
+        title="MySQL 连接池配置说明",
+        domain="infrastructure",
+        keywords=["maximumPoolSize", "minimumIdle"],
+        chunks=[
+            ("概述", "MySQL 数据库连接池配置\n如何配置数据库连接池"),
+            ("参数", "maximumPoolSize 建议设为 CPU 核数的两倍，minimumIdle 与之相同。"),
+        ],
+    )
+    corpus.add(
+        "infrastructure/hikaricp.md",
+        title="HikariCP 参数说明",
+        domain="infrastructure",
+        keywords=["HikariCP", "connectionTimeout"],
+        chunks=[
+            ("概述", "HikariCP 参数说明"),
+            ("超时", "connectionTimeout：获取连接的最长等待时间（毫秒）。"),
+        ],
+    )
+    corpus.add(
+        "infrastructure/pool-exhaustion.md",
+        title="连接池耗尽排查",
+        domain="infrastructure",
+        keywords=["Connection is not available"],
+        chunks=["连接池耗尽的排查：检查慢查询和连接泄漏"],
+    )
+    corpus.add(
+        "infrastructure/redis-cache.md",
+        title="Redis 缓存配置指南",
+        domain="infrastructure",
+        keywords=["Redis", "maxmemory"],
+        chunks=["Redis 缓存的过期策略、最大内存和淘汰策略配置。"],
+    )
+    corpus.add(
+        "api/error-codes.md",
+        title="网关错误码说明",
+        domain="api",
+        keywords=["ERR_TIMEOUT", "ERR_AUTH_FAILED"],
+        chunks=[
+            ("鉴权", "ERR_AUTH_FAILED：令牌无效或过期，请重新获取令牌。"),
+            ("超时", "ERR_TIMEOUT：请求超时错误码，上游服务没有在规定时间内响应，客户端应当重试。"),
+        ],
+    )
+    corpus.add(
+        "troubleshooting/incident-process.md",
+        title="故障处理与排查流程",
+        domain="troubleshooting",
+        keywords=["止损", "复盘"],
+        chunks=["故障处理与排查流程", "发生生产事故时先止损，再定位根因，最后复盘。"],
+    )
+    corpus.add(
+        "troubleshooting/log-analysis.md",
+        title="日志分析指南",
+        domain="troubleshooting",
+        keywords=["请求 ID", "错误堆栈"],
+        chunks=["日志分析指南：如何分析应用日志", "按请求 ID 过滤日志，查看错误堆栈，统计异常频率。"],
+    )
+    corpus.add(
+        "payment/refund.md",
+        title="退款处理指南",
+        domain="payment",
+        keywords=["退款"],
+        chunks=["退款未到账、退款状态异常的处理步骤。"],
+    )
+
+
+@pytest.fixture
+def seeded_corpus(corpus) -> Corpus:
+    seed_documents(corpus)
+    return corpus
+
+
+@pytest.fixture
+def agent_client(db) -> APIClient:
+    """An API client authenticated with a fresh agent token."""
+    token = tool_token_issue(name=f"agent-{uuid.uuid4().hex[:8]}")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
