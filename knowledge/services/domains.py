@@ -25,7 +25,7 @@ from datetime import timedelta
 from enum import StrEnum
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -144,7 +144,9 @@ def domain_regeneration_lock(*, domain_id: str) -> Iterator[bool]:
         from django_redis import get_redis_connection
         from redis.exceptions import LockError
 
-        lock = get_redis_connection("default").lock(f"agentkb:domain-summary-lock:{domain_id}", timeout=ttl)
+        # Named after the database too: deployments (and test runs) sharing one Redis stay apart.
+        name = f"agentkb:domain-summary-lock:{connection.settings_dict['NAME']}:{domain_id}"
+        lock = get_redis_connection("default").lock(name, timeout=ttl)
         acquired = lock.acquire(blocking=False)
         try:
             yield acquired

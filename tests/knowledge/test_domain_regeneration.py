@@ -113,10 +113,15 @@ def test_two_regenerations_of_one_domain_never_interleave(llm):
     assert llm.call_count == 1
 
 
-def test_the_lease_of_a_dead_regeneration_expires():
+def test_without_redis_the_lock_is_a_lease_on_the_row_that_expires(settings):
+    settings.REDIS_URL = ""
     _payment_documents(1)
-    with domain_regeneration_lock(domain_id="payment"):
-        pass
+    with domain_regeneration_lock(domain_id="payment") as held:
+        assert held and _domain().locked_until is not None
+        with domain_regeneration_lock(domain_id="payment") as second:
+            assert not second
+    assert _domain().locked_until is None
+    # a worker died holding it
     KnowledgeDomain.objects.filter(domain_id="payment").update(
         lock_token="dead-worker", locked_until=timezone.now() - timedelta(seconds=1)
     )
