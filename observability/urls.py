@@ -1,5 +1,9 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
+
+from observability import apis
 
 app_name = "observability"
 
-urlpatterns: list = []
+urlpatterns = [
+    path("tools/lookup_knowledge/feedback", apis.LookupFeedbackApi.as_view(), name="lookup-feedback"),
+]
