@@ -57,7 +57,11 @@ def knowledge_map_build() -> dict:
 def knowledge_map_yaml(knowledge_map: dict | None = None) -> str:
     """The map as the seed's YAML (Chinese kept readable, keys in the seed's order)."""
     data = knowledge_map_build() if knowledge_map is None else knowledge_map
-    return yaml.safe_dump(data, allow_unicode=True, sort_keys=False, default_flow_style=False, width=1000)
+    # libyaml's emitter when PyYAML has it: about 10x faster than the pure-Python one on big maps.
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    return yaml.dump(
+        data, Dumper=dumper, allow_unicode=True, sort_keys=False, default_flow_style=False, width=1000
+    )
 
 
 def _template_path(name: str) -> Path:
