@@ -25,6 +25,8 @@ logger = logging.getLogger(__name__)
 _PROP_MODEL = "agentkb.embedding_model"
 _PROP_DIM = "agentkb.dim"
 _DELETE_BATCH = 500
+# Rows per upsert call: keeps one request well under gRPC's message limit at 1024-d.
+_UPSERT_BATCH = 500
 
 
 class VectorStoreError(Exception):
@@ -182,6 +184,10 @@ class VectorStore:
 
     # --- rows ------------------------------------------------------------------------------
     def upsert(self, rows: list[ChunkVector]) -> None:
+        for start in range(0, len(rows), _UPSERT_BATCH):
+            self._upsert_batch(rows[start : start + _UPSERT_BATCH])
+
+    def _upsert_batch(self, rows: list[ChunkVector]) -> None:
         if not rows:
             return
         data = [
@@ -217,6 +223,16 @@ class VectorStore:
             if len(rows) < page:
                 return ids
             offset += page
+
+    def vectors(self, chunk_ids: list[str]) -> dict[str, list[float]]:
+        """The stored vectors of these chunks (missing ids are absent): for checks and repairs."""
+        found: dict[str, list[float]] = {}
+        for start in range(0, len(chunk_ids), _DELETE_BATCH):
+            rows = self._call(
+                "get", self.collection, ids=chunk_ids[start : start + _DELETE_BATCH], output_fields=["vector"]
+            )
+            found.update({r["chunk_id"]: [float(x) for x in r["vector"]] for r in rows})
+        return found
 
     def count(self, *, doc_key: str | None = None) -> int:
         if not self.exists():

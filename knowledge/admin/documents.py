@@ -1,19 +1,465 @@
-from django.contrib import admin
+"""Admin for documents: upload one file (add form) or many (bulk page: files or a .zip), watch
+indexing status, retry failures, delete with vectors. Every write goes through the services in
+knowledge.services.ingestion / uploads; this module only maps forms to them."""
 
-from knowledge.models import ApiDocument
+from __future__ import annotations
+
+import json
+
+from django import forms
+from django.conf import settings
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.text import Truncator
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
+
+from knowledge.models import ApiDocument, KnowledgeDomain
+from knowledge.parsing import DocumentParseError, normalise_doc_key, parse_document, validate_domain
+from knowledge.services.ingestion import (
+    ADDED,
+    FAILED,
+    UNCHANGED,
+    UPDATED,
+    IngestResult,
+    document_delete,
+    document_ingest,
+    documents_reindex,
+)
+from knowledge.services.uploads import UploadRejected, documents_upload
+
+_OUTCOME_TEXT = {
+    ADDED: _("added"),
+    UPDATED: _("updated (re-indexing)"),
+    UNCHANGED: _("unchanged (same content, not re-indexed)"),
+    FAILED: _("failed"),
+}
 
 
+# --- forms -------------------------------------------------------------------------------------
+def _domain_choices() -> list[tuple[str, str]]:
+    known = set(KnowledgeDomain.objects.values_list("domain_id", flat=True))
+    known |= set(ApiDocument.objects.values_list("domain", flat=True).distinct())
+    return [("", _("— from the frontmatter —"))] + [(d, d) for d in sorted(known)]
+
+
+def _domain_field() -> forms.ChoiceField:
+    return forms.ChoiceField(
+        label=_("Domain"), required=False, help_text=_("Used for files whose frontmatter names no domain.")
+    )
+
+
+def _new_domain_field() -> forms.CharField:
+    return forms.CharField(
+        label=_("or a new domain"),
+        required=False,
+        max_length=64,
+        help_text=_("Letters, digits, '_', '-' and '.'; overrides the choice above."),
+    )
+
+
+def _chosen_domain(form: forms.BaseForm) -> str | None:
+    """The new domain typed in, else the one picked; None when neither (the frontmatter decides)."""
+    value = (
+        (form.cleaned_data.get("new_domain") or "").strip() or form.cleaned_data.get("domain_choice") or None
+    )
+    if value:
+        try:
+            return validate_domain(value)
+        except DocumentParseError as exc:
+            form.add_error("new_domain", exc.message)
+    return None
+
+
+def _read_limited(upload, *, limit: int, setting: str) -> bytes:
+    if upload.size > limit:
+        raise forms.ValidationError(
+            _("'%(name)s' is %(size)s bytes; the limit is %(limit)s bytes (%(setting)s)."),
+            params={
+                "name": upload.name,
+                "size": f"{upload.size:,}",
+                "limit": f"{limit:,}",
+                "setting": setting,
+            },
+        )
+    return upload.read()
+
+
+class DocumentUploadForm(forms.ModelForm):
+    """The add form: one file becomes (or replaces) one document."""
+
+    file = forms.FileField(
+        label=_("File"),
+        help_text=_(".md, .markdown or .txt in UTF-8 or GB18030, with optional YAML frontmatter."),
+    )
+    # Not named after model fields (domain, doc_key): a ModelForm would validate the (empty)
+    # instance's fields of those names.
+    domain_choice = _domain_field()
+    new_domain = _new_domain_field()
+    key = forms.CharField(
+        label=_("Doc key"),
+        required=False,
+        max_length=255,
+        help_text=_("Defaults to the file name. Uploading an existing doc key replaces that document."),
+    )
+
+    class Meta:
+        model = ApiDocument
+        fields: list[str] = []
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["domain_choice"].choices = _domain_choices()
+
+    def clean(self):
+        cleaned = super().clean()
+        upload = cleaned.get("file")
+        domain = _chosen_domain(self)
+        if upload is None or self.errors:
+            return cleaned
+        try:
+            data = _read_limited(
+                upload, limit=settings.INGEST_MAX_FILE_BYTES, setting="INGEST_MAX_FILE_BYTES"
+            )
+        except forms.ValidationError as exc:
+            self.add_error("file", exc)
+            return cleaned
+        name = (cleaned.get("key") or "").strip() or upload.name
+        try:
+            name = normalise_doc_key(name)
+            parse_document(data, name=name, domain=domain)
+        except DocumentParseError as exc:
+            target = {"doc_key": "key", "domain": "domain_choice", "category": "domain_choice"}.get(
+                exc.field, "file"
+            )
+            self.add_error(target, str(exc))
+            return cleaned
+        cleaned.update(data=data, name=name, chosen_domain=domain)
+        return cleaned
+
+
+class DocumentChangeForm(forms.ModelForm):
+    """The change form: replace the file, or edit the planner metadata (covers / when_to_retrieve)."""
+
+    replacement = forms.FileField(
+        label=_("Replace with a new version"),
+        required=False,
+        help_text=_("Same doc key; the old version stays searchable until the new one is indexed."),
+    )
+    covers = forms.CharField(
+        label=_("Covers"),
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text=_("Scenarios this document covers, one per line. Edited here it becomes manual."),
+    )
+    when_to_retrieve = forms.CharField(
+        label=_("When to retrieve"),
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text=_(
+            "Edited here it becomes manual (never regenerated); empty hands it back to the generator."
+        ),
+    )
+
+    class Meta:
+        model = ApiDocument
+        fields: list[str] = []
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        metadata = self.instance.metadata if isinstance(self.instance.metadata, dict) else {}
+        self.fields["covers"].initial = "\n".join(metadata.get("covers") or [])
+        self.fields["when_to_retrieve"].initial = metadata.get("when_to_retrieve") or ""
+
+    def clean(self):
+        cleaned = super().clean()
+        upload = cleaned.get("replacement")
+        if upload is None:
+            return cleaned
+        try:
+            data = _read_limited(
+                upload, limit=settings.INGEST_MAX_FILE_BYTES, setting="INGEST_MAX_FILE_BYTES"
+            )
+            parse_document(data, name=self.instance.doc_key, domain=self.instance.domain)
+        except forms.ValidationError as exc:
+            self.add_error("replacement", exc)
+        except DocumentParseError as exc:
+            self.add_error("replacement", str(exc))
+        else:
+            cleaned["data"] = data
+        return cleaned
+
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class MultipleFileField(forms.FileField):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("widget", MultipleFileInput())
+        super().__init__(*args, **kwargs)
+
+    def clean(self, data, initial=None):
+        single = super().clean
+        if isinstance(data, list | tuple):
+            return [single(item, initial) for item in data]
+        return [single(data, initial)]
+
+
+class BulkUploadForm(forms.Form):
+    files = MultipleFileField(
+        label=_("Files"),
+        help_text=_(
+            "Several .md/.markdown/.txt files, or a .zip of a folder tree (top folder = domain when "
+            "neither the frontmatter nor the choice below names one)."
+        ),
+    )
+
+    domain_choice = _domain_field()
+    new_domain = _new_domain_field()
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["domain_choice"].choices = _domain_choices()
+
+    def clean(self):
+        cleaned = super().clean()
+        cleaned["chosen_domain"] = _chosen_domain(self)
+        uploads = cleaned.get("files") or []
+        read: list[tuple[str, bytes]] = []
+        try:
+            if len(uploads) > settings.INGEST_MAX_FILES_PER_UPLOAD:
+                raise forms.ValidationError(
+                    _("%(count)s files; the limit is %(limit)s per upload (INGEST_MAX_FILES_PER_UPLOAD)."),
+                    params={"count": len(uploads), "limit": settings.INGEST_MAX_FILES_PER_UPLOAD},
+                )
+            for upload in uploads:
+                is_zip = upload.name.lower().endswith(".zip")
+                limit = settings.INGEST_MAX_UNZIPPED_BYTES if is_zip else settings.INGEST_MAX_FILE_BYTES
+                setting = "INGEST_MAX_UNZIPPED_BYTES" if is_zip else "INGEST_MAX_FILE_BYTES"
+                read.append((upload.name, _read_limited(upload, limit=limit, setting=setting)))
+        except forms.ValidationError as exc:
+            self.add_error("files", exc)
+        cleaned["read"] = read
+        return cleaned
+
+
+# --- admin -------------------------------------------------------------------------------------
 @admin.register(ApiDocument)
 class ApiDocumentAdmin(admin.ModelAdmin):
-    list_display = ("title", "doc_key", "domain", "status", "chunk_count", "indexed_at", "updated_at")
+    list_display = ("title", "doc_key", "domain", "status_badge", "chunk_count", "indexed_at", "updated_at")
     list_filter = ("status", "domain")
     search_fields = ("title", "doc_key")
+    list_per_page = 50
+    actions = ["retry_indexing"]
+    change_list_template = "admin/knowledge/apidocument/change_list.html"
     readonly_fields = (
-        "content_hash",
+        "doc_key",
+        "title",
+        "domain",
         "status",
         "error",
         "chunk_count",
         "indexed_at",
+        "content_hash",
+        "metadata_pretty",
+        "content_text",
+        "chunks_table",
         "created_at",
         "updated_at",
     )
+
+    # --- forms ---------------------------------------------------------------------------------
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        kwargs["form"] = DocumentChangeForm if obj is not None else DocumentUploadForm
+        kwargs["fields"] = None
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def get_fieldsets(self, request, obj=None):
+        if obj is None:
+            return [(None, {"fields": ("file", "domain_choice", "new_domain", "key")})]
+        return [
+            (
+                None,
+                {"fields": ("doc_key", "title", "domain", "status", "error", "chunk_count", "indexed_at")},
+            ),
+            (_("Replace"), {"fields": ("replacement",)}),
+            (_("Chunks (the text agents receive)"), {"classes": ["collapse"], "fields": ("chunks_table",)}),
+            (_("Planner metadata"), {"fields": ("covers", "when_to_retrieve")}),
+            (
+                _("Content"),
+                {
+                    "classes": ["collapse"],
+                    "fields": ("metadata_pretty", "content_text", "content_hash", "created_at", "updated_at"),
+                },
+            ),
+        ]
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.readonly_fields if obj is not None else ()
+
+    # --- columns -------------------------------------------------------------------------------
+    @admin.display(description=_("status"), ordering="status")
+    def status_badge(self, obj: ApiDocument):
+        colours = {"INDEXED": "#2e7d32", "FAILED": "#c62828", "INDEXING": "#1565c0", "PENDING": "#6d6d6d"}
+        if obj.status == ApiDocument.Status.FAILED and obj.error:
+            return format_html(
+                '<span style="color:{}" title="{}">{}</span>: {}',
+                colours["FAILED"],
+                obj.error,
+                obj.get_status_display(),
+                Truncator(obj.error).chars(80),
+            )
+        return format_html(
+            '<span style="color:{}">{}</span>', colours.get(obj.status, "inherit"), obj.get_status_display()
+        )
+
+    @admin.display(description=_("metadata"))
+    def metadata_pretty(self, obj: ApiDocument):
+        return format_html("<pre>{}</pre>", json.dumps(obj.metadata, ensure_ascii=False, indent=2))
+
+    @admin.display(description=_("chunks"))
+    def chunks_table(self, obj: ApiDocument):
+        # Read-only: chunks are written by indexing only (a formset would also demand its
+        # management fields on every save of the form).
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td><pre style='white-space:pre-wrap;margin:0'>{}</pre></td></tr>",
+            obj.chunks.order_by("chunk_index").values_list("chunk_index", "heading_path", "content"),
+        )
+        return format_html(
+            "<table><thead><tr><th>#</th><th>{}</th><th>{}</th></tr></thead><tbody>{}</tbody></table>",
+            _("heading path"),
+            _("text"),
+            rows,
+        )
+
+    @admin.display(description=_("content"))
+    def content_text(self, obj: ApiDocument):
+        return format_html('<pre style="white-space:pre-wrap">{}</pre>', obj.content)
+
+    # --- writes go through the services --------------------------------------------------------
+    def save_model(self, request, obj, form, change):
+        if not change:
+            result = document_ingest(
+                data=form.cleaned_data["data"],
+                name=form.cleaned_data["name"],
+                domain=form.cleaned_data["chosen_domain"],
+            )
+            document = result.document
+            for field in ApiDocument._meta.concrete_fields:
+                setattr(obj, field.attname, getattr(document, field.attname))
+            obj._state.adding = False
+            obj._ingest_result = result
+            return
+        if form.cleaned_data.get("data") is not None:
+            result = document_ingest(data=form.cleaned_data["data"], name=obj.doc_key, domain=obj.domain)
+            self.message_user(request, self._outcome_message(result), messages.INFO)
+        self._save_planner_metadata(request, obj, form)
+
+    def _save_planner_metadata(self, request, obj, form) -> None:
+        if not ({"covers", "when_to_retrieve"} & set(form.changed_data)):
+            return
+        from knowledge.services.document_metadata import document_metadata_update
+
+        covers = None
+        if "covers" in form.changed_data:
+            covers = [line.strip() for line in form.cleaned_data["covers"].splitlines() if line.strip()]
+        when = form.cleaned_data["when_to_retrieve"] if "when_to_retrieve" in form.changed_data else None
+        document_metadata_update(document_id=obj.pk, covers=covers, when_to_retrieve=when)
+
+    def save_related(self, request, form, formsets, change):
+        pass  # nothing related is edited here: chunks are written by indexing only
+
+    def response_add(self, request, obj, post_url_continue=None):
+        result: IngestResult | None = getattr(obj, "_ingest_result", None)
+        if result is not None:
+            self.message_user(request, self._outcome_message(result), messages.SUCCESS)
+        return HttpResponseRedirect(reverse("admin:knowledge_apidocument_change", args=[obj.pk]))
+
+    @staticmethod
+    def _outcome_message(result: IngestResult) -> str:
+        text = _OUTCOME_TEXT[result.outcome]
+        if result.requeued:
+            text = _("unchanged; its last indexing had failed, so it was queued again")
+        return f"“{result.doc_key}”: {text}"
+
+    def delete_model(self, request, obj):
+        document_delete(document=obj)
+
+    def delete_queryset(self, request, queryset: QuerySet[ApiDocument]):
+        for document in queryset:
+            document_delete(document=document)
+
+    @admin.action(description=_("Retry indexing of the selected documents"))
+    def retry_indexing(self, request, queryset):
+        count = documents_reindex(document_ids=list(queryset.values_list("id", flat=True)))
+        self.message_user(
+            request,
+            ngettext(
+                "Indexing queued for %(count)d document.", "Indexing queued for %(count)d documents.", count
+            )
+            % {"count": count},
+            messages.SUCCESS,
+        )
+
+    # --- bulk upload page ----------------------------------------------------------------------
+    def get_urls(self):
+        return [
+            path(
+                "upload/",
+                self.admin_site.admin_view(self.bulk_upload_view),
+                name="knowledge_apidocument_bulk_upload",
+            ),
+            *super().get_urls(),
+        ]
+
+    def bulk_upload_view(self, request: HttpRequest) -> HttpResponse:
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        results: list[IngestResult] = []
+        if request.method == "POST":
+            form = BulkUploadForm(request.POST, request.FILES)
+            if form.is_valid():
+                try:
+                    results = documents_upload(
+                        files=form.cleaned_data["read"], domain=form.cleaned_data["chosen_domain"]
+                    )
+                except UploadRejected as exc:
+                    form.add_error("files", str(exc))
+                else:
+                    form = BulkUploadForm()
+        else:
+            form = BulkUploadForm()
+        counts = {outcome: sum(1 for r in results if r.outcome == outcome) for outcome in _OUTCOME_TEXT}
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": _("Upload documents"),
+            "form": form,
+            "results": [
+                {
+                    "name": r.name,
+                    "outcome": r.outcome,
+                    "outcome_text": _OUTCOME_TEXT[r.outcome],
+                    "error": r.error,
+                    "document": r.document,
+                    "url": reverse("admin:knowledge_apidocument_change", args=[r.document.pk])
+                    if r.document
+                    else "",
+                }
+                for r in results
+            ],
+            "counts": counts,
+            "limits": {
+                "file_bytes": settings.INGEST_MAX_FILE_BYTES,
+                "files": settings.INGEST_MAX_FILES_PER_UPLOAD,
+                "unzipped_bytes": settings.INGEST_MAX_UNZIPPED_BYTES,
+            },
+        }
+        return TemplateResponse(request, "admin/knowledge/apidocument/bulk_upload.html", context)

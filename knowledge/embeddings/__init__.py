@@ -10,6 +10,6 @@ FlagEmbedding costs seconds to import, so it is imported only when one of its ba
 """
 
 from knowledge.embeddings.base import Embedder, EmbeddingError
-from knowledge.embeddings.registry import get_embedder, reset_embedder
+from knowledge.embeddings.registry import embedding_signature, get_embedder, reset_embedder
 
-__all__ = ["Embedder", "EmbeddingError", "get_embedder", "reset_embedder"]
+__all__ = ["Embedder", "EmbeddingError", "embedding_signature", "get_embedder", "reset_embedder"]

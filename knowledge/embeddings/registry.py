@@ -42,6 +42,32 @@ def build_embedder(
     raise EmbeddingError(f"EMBEDDING_BACKEND must be one of {', '.join(BACKENDS)}; got '{backend}'")
 
 
+def embedding_signature() -> tuple[str, int | None]:
+    """(model name, dimension) the configured backend will produce, without loading its weights.
+
+    What the start-up check compares with the vector store. The dimension is None only for a
+    FlagEmbedding hub model that is not in the local cache.
+    """
+    backend = settings.EMBEDDING_BACKEND
+    if backend == "use-multilingual":
+        from knowledge.embeddings.use_multilingual import UseMultilingualEmbedder
+
+        return UseMultilingualEmbedder.model_name, UseMultilingualEmbedder.dim
+    if backend in ("bge-m3", "flag"):
+        from knowledge.embeddings.flag import bge_m3_model_name, flag_model_name, model_hidden_size
+
+        model = settings.EMBEDDING_MODEL or ("BAAI/bge-m3" if backend == "bge-m3" else "")
+        if not model:
+            raise EmbeddingError("EMBEDDING_BACKEND=flag needs EMBEDDING_MODEL set to a local model folder")
+        name = (
+            bge_m3_model_name(model)
+            if backend == "bge-m3"
+            else flag_model_name(model, settings.EMBEDDING_POOLING)
+        )
+        return name, model_hidden_size(model)
+    raise EmbeddingError(f"EMBEDDING_BACKEND must be one of {', '.join(BACKENDS)}; got '{backend}'")
+
+
 def get_embedder() -> Embedder:
     """The process-wide embedder, loaded on first use from settings."""
     global _embedder

@@ -1,1 +1,85 @@
-"""Indexing tasks: turn a document into chunks and vectors (the ingestion issue fills this)."""
+"""Indexing tasks: thin wrappers over knowledge.services.ingestion.
+
+``index_document`` is queued (on commit) by every upload, re-upload, retry and reindex. It takes
+a document id, is safe to run twice (stable chunk ids, upserts, a per-document lock), retries
+with backoff only while Milvus is unreachable, and records every failure in the document's
+status. The worker also checks at start-up that the vector store was built with the configured
+embedding model (see ``_refuse_mismatched_collection``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
+from celery.signals import worker_ready
+
+from knowledge.services.ingestion import (
+    TemporaryIndexError,
+    document_index,
+    document_index_failed,
+    document_vectors_prune,
+    embedding_collection_check,
+)
+from knowledge.vectorstore import VectorStoreError, VectorStoreMismatch
+
+logger = logging.getLogger(__name__)
+
+MAX_RETRIES = 5
+
+
+def _backoff(retries: int) -> int:
+    return min(5 * 2**retries, 300)  # 5 s, 10 s, 20 s, 40 s, 80 s
+
+
+@shared_task(bind=True, name="knowledge.index_document", max_retries=MAX_RETRIES, acks_late=True)
+def index_document(self, document_id: int) -> str:
+    final = self.request.retries >= self.max_retries
+    try:
+        result = document_index(document_id=document_id, final_attempt=final)
+    except TemporaryIndexError as exc:
+        raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
+    except SoftTimeLimitExceeded:
+        document_index_failed(
+            document_id=document_id, reason="indexing took longer than CELERY_TASK_SOFT_TIME_LIMIT"
+        )
+        raise
+    return str(result.status)
+
+
+@shared_task(bind=True, name="knowledge.prune_document_vectors", max_retries=MAX_RETRIES, acks_late=True)
+def prune_document_vectors(self, doc_key: str) -> int:
+    """Delete vectors of ``doc_key`` that no chunk row backs (after a delete or a shrink)."""
+    try:
+        return document_vectors_prune(doc_key=doc_key)
+    except VectorStoreError as exc:
+        raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
+
+
+class EmbeddingMismatchRefused(SystemExit):
+    """Raised at worker start-up: a SystemExit, so Celery stops instead of logging and going on."""
+
+
+@worker_ready.connect
+def _refuse_mismatched_collection(sender=None, **kwargs) -> None:
+    """Stop the worker when the Milvus collection holds another model's vectors.
+
+    Indexing into it would mix incomparable vectors (or fail on the dimension). Milvus not
+    answering yet (``make run`` starts it beside the worker) is not a reason to stop: indexing
+    retries until it answers.
+    """
+    for _attempt in range(10):
+        try:
+            embedding_collection_check()
+            return
+        except VectorStoreMismatch as exc:
+            logger.critical("refusing to start: %s", exc)
+            raise EmbeddingMismatchRefused(f"agentkb worker refused to start: {exc}") from exc
+        except VectorStoreError:
+            time.sleep(1)
+        except Exception:  # a misconfigured backend shows up on the first task, with its reason
+            logger.exception("embedding start-up check could not run")
+            return
+    logger.warning("Milvus did not answer at worker start; indexing tasks will retry until it does")

@@ -1,20 +1,28 @@
-"""First-start set-up for `make run`: a demo admin and an agent token, printed for the newcomer.
+"""First-start set-up for `make run`: a demo admin, an agent token and the demo knowledge base.
 
-Safe to run again: existing users and tokens are kept and printed again.
+Safe to run again: existing users and tokens are kept and printed again, and the demo knowledge
+base (knowledge/demo_corpus) is loaded once only: documents deleted later do not come back.
+Loading stores the documents and queues their indexing; the worker started by `make run` indexes
+them (the vector store is not needed here).
 """
 
 import json
 import secrets
+from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
 from config.env import VAR_DIR
+from knowledge.models import ApiDocument
+from knowledge.services.ingestion import FAILED
+from knowledge.services.uploads import folder_items, items_ingest
 from retrieval.tokens import tool_token_issue
 
 DEMO_ADMIN = "admin"
 DEMO_AGENT = "demo-agent"
+DEMO_CORPUS = Path(__file__).resolve().parents[2] / "demo_corpus"
 
 
 class Command(BaseCommand):
@@ -36,6 +44,7 @@ class Command(BaseCommand):
         password = stored.get("admin_password", "(unchanged: set before this file existed)")
         token = tool_token_issue(name=DEMO_AGENT)
         stored["agent_token"] = token.key
+        corpus_note = self._load_demo_corpus(stored)
         VAR_DIR.mkdir(parents=True, exist_ok=True)
         credentials_file.write_text(json.dumps(stored, indent=2))
         credentials_file.chmod(0o600)
@@ -43,3 +52,22 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS("agentkb demo credentials (also in var/demo-credentials.json)"))
         self.stdout.write(f"  admin login : {DEMO_ADMIN} / {password}")
         self.stdout.write(f"  agent token : {token.key}   (agent '{DEMO_AGENT}')")
+        self.stdout.write(f"  knowledge   : {corpus_note}")
+
+    def _load_demo_corpus(self, stored: dict) -> str:
+        """Load the demo knowledge base on first start only (remembered in demo-credentials.json)."""
+        if stored.get("demo_corpus_loaded"):
+            return f"{ApiDocument.objects.count()} documents (demo knowledge base loaded before)"
+        if ApiDocument.objects.exists():
+            stored["demo_corpus_loaded"] = True
+            return f"{ApiDocument.objects.count()} documents (yours; demo knowledge base not loaded)"
+        results = items_ingest(items=folder_items([DEMO_CORPUS]))
+        failed = [r for r in results if r.outcome == FAILED]
+        for result in failed:
+            self.stderr.write(f"demo document {result.name} not loaded: {result.error}")
+        stored["demo_corpus_loaded"] = True
+        domains = sorted({r.document.domain for r in results if r.document is not None})
+        return (
+            f"demo knowledge base loaded: {len(results) - len(failed)} documents in {', '.join(domains)} "
+            "(the worker indexes them in the background)"
+        )
