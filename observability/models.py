@@ -49,11 +49,13 @@ class ToolInvocation(models.Model):
         db_table = "tool_invocation"
         ordering = ["-created_at"]
         indexes = [
-            models.Index(fields=["tool_name", "created_at"], name="tool_inv_tool_created_idx"),
+            # The invocation list's newest-first order (and its date filters) over all tools.
+            models.Index(fields=["created_at"], name="tool_inv_created_idx"),
             models.Index(fields=["relevance_level"], name="tool_inv_relevance_idx"),
             models.Index(fields=["dedup_reason"], name="tool_inv_dedup_idx"),
             # Covers every dashboard aggregation (tool + time range first, then what they group
-            # or filter by), so MariaDB answers them from the index without reading rows.
+            # or filter by), so MariaDB answers them from the index without reading rows. It
+            # replaces the original (tool_name, created_at) index, its prefix.
             models.Index(
                 fields=[
                     "tool_name",
@@ -72,6 +74,66 @@ class ToolInvocation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool_name} #{self.pk} ({self.session_id})"
+
+
+class InvocationDailyRollup(models.Model):
+    """Per-day counts of tool_invocation, so a 30-day dashboard reads a few thousand rows instead
+    of a million (observability.rollups). Days are those of TIME_ZONE; a day is rolled up once it
+    has ended, and never changes after (invocations are recorded as they happen).
+
+    One table, four kinds of count; each row counts ``calls`` invocations (``sessions`` rows:
+    sessions) of one tool and primary domain that day:
+    - ``level``: by status, relevance_level, dedup_reason and similarity bin (0.05 wide);
+    - ``latency``: by duration_ms;
+    - ``not_found``: by query, for lookups that ended not found;
+    - ``sessions``: by how many calls a session made that day. Sessions do not add up across
+      tools or domains, so these rows also exist for all tools (tool_name "") and all domains
+      (primary_domain "").
+    """
+
+    class Kind(models.TextChoices):
+        LEVEL = "level", "level"
+        LATENCY = "latency", "latency"
+        NOT_FOUND = "not_found", "not found"
+        SESSIONS = "sessions", "sessions"
+
+    ALL = ""  # tool_name / primary_domain of the sessions rows that span all tools / domains
+
+    day = models.DateField()
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    tool_name = models.CharField(max_length=64)
+    primary_domain = models.CharField(max_length=64, null=True)  # noqa: DJ001 - NULL: no primary domain
+    status = models.CharField(max_length=16, blank=True, default="")
+    relevance_level = models.CharField(max_length=20, null=True)  # noqa: DJ001 - NULL: not found
+    dedup_reason = models.CharField(max_length=32, null=True)  # noqa: DJ001 - NULL: none
+    similarity_bin = models.SmallIntegerField(null=True)
+    # duration_ms (latency rows) or calls in one session that day (sessions rows).
+    value = models.IntegerField(null=True)
+    query = models.TextField(blank=True, default="")
+    calls = models.IntegerField()
+
+    class Meta:
+        db_table = "tool_invocation_daily"
+        indexes = [models.Index(fields=["kind", "tool_name", "day"], name="tool_inv_daily_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.kind} {self.tool_name}: {self.calls}"
+
+
+class InvocationRollupDay(models.Model):
+    """Which days are rolled up, in which time zone (a changed TIME_ZONE rebuilds them)."""
+
+    day = models.DateField()
+    time_zone = models.CharField(max_length=64)
+    built_at = models.DateTimeField(default=timezone.now)
+    invocations = models.IntegerField(default=0)
+
+    class Meta:
+        db_table = "tool_invocation_rollup_day"
+        constraints = [models.UniqueConstraint(fields=["day"], name="uniq_rollup_day")]
+
+    def __str__(self) -> str:
+        return f"{self.day} ({self.time_zone})"
 
 
 class RetrievalDashboard(ToolInvocation):
