@@ -3,6 +3,8 @@
 Each one is switchable from the environment; none is needed by the embedded default.
 """
 
+import os
+
 from config.env import VAR_DIR, env
 
 # --- Redis (broker, action memory and cache in production) -----------------------------------
@@ -54,6 +56,10 @@ CELERY_TIMEZONE = "UTC"
 # A local path means embedded milvus-lite; http(s):// means a milvus-lite server, Milvus
 # standalone or a cluster.
 MILVUS_URI = env.str("MILVUS_URI", default=str(VAR_DIR / "milvus.db"))
+if "://" not in MILVUS_URI:
+    # pymilvus reads the same variable at import and refuses anything but a server URI there
+    # ("Illegal uri"); a milvus-lite file path (set in .env or the shell) is for us alone.
+    os.environ.pop("MILVUS_URI", None)
 MILVUS_TOKEN = env.str("MILVUS_TOKEN", default="")
 MILVUS_COLLECTION = env.str("MILVUS_COLLECTION", default="agentkb_chunks")
 MILVUS_INDEX_TYPE = env.str("MILVUS_INDEX_TYPE", default="AUTOINDEX")
