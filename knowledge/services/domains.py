@@ -94,7 +94,12 @@ def _regeneration_request(*, domain: KnowledgeDomain, countdown: float) -> Knowl
     def send() -> None:
         from knowledge.tasks.domains import domain_summary_regenerate_task
 
-        domain_summary_regenerate_task.apply_async((domain_id, seq), countdown=max(countdown, 0))
+        try:
+            domain_summary_regenerate_task.apply_async((domain_id, seq), countdown=max(countdown, 0))
+        except Exception:
+            # The change itself is committed; the domain stays marked dirty and the next worker
+            # start (or `regenerate_domains`) queues it. An upload must not fail over this.
+            logger.exception("could not queue the summary regeneration of domain %s", domain_id)
 
     transaction.on_commit(send)
     return domain
@@ -338,12 +343,21 @@ def domains_missing_summary() -> list[str]:
     return sorted(with_documents - complete)
 
 
+def domains_left_dirty() -> list[str]:
+    """Domains with a change no regeneration has covered yet: their queued task may have been
+    lost (a worker stopped while holding it in its countdown, a broker outage at upload)."""
+    return sorted(
+        KnowledgeDomain.objects.filter(dirty_since__isnull=False).values_list("domain_id", flat=True)
+    )
+
+
 def domains_missing_summary_queue() -> list[str]:
-    """Queue a regeneration (now) for every domain domains_missing_summary() names."""
-    missing = domains_missing_summary()
-    for domain_id in missing:
+    """Queue a regeneration (now) for every domain without guidance or left dirty; the worker
+    runs this when it starts."""
+    targets = sorted(set(domains_missing_summary()) | set(domains_left_dirty()))
+    for domain_id in targets:
         domain_summary_request(domain_id=domain_id, countdown=0)
-    return missing
+    return targets
 
 
 @transaction.atomic

@@ -243,6 +243,36 @@ def test_start_up_queues_domains_with_documents_but_no_guidance(on_commit, setti
     assert _domain("done").when_to_retrieve == "已有"
 
 
+def test_start_up_requeues_domains_whose_queued_regeneration_was_lost(llm, on_commit):
+    _payment_documents(1)
+    KnowledgeDomain.objects.create(domain_id="payment", when_to_retrieve="旧的", summary_source="llm")
+    domain_documents_changed(domain_id="payment")  # its task is lost: never run
+    assert _domain().dirty_since is not None
+
+    with on_commit():
+        _queue_missing_domain_summaries()
+
+    domain = _domain()
+    assert (domain.when_to_retrieve, domain.dirty_since, domain.summary_state) == (
+        "LLM: domain guidance",
+        None,
+        "ok",
+    )
+
+
+def test_a_broker_outage_does_not_fail_the_change_and_leaves_the_domain_dirty(monkeypatch, on_commit):
+    from knowledge.tasks.domains import domain_summary_regenerate_task
+
+    def broker_down(*args, **kwargs):
+        raise ConnectionError("broker unreachable")
+
+    monkeypatch.setattr(domain_summary_regenerate_task, "apply_async", broker_down)
+    _payment_documents(1)
+    with on_commit():
+        domain_documents_changed(domain_id="payment")
+    assert _domain().dirty_since is not None and _domain().document_count == 1
+
+
 def test_regenerate_domains_command_sync_and_queued(llm, on_commit, capsys):
     _payment_documents(1)
     indexed_document(doc_key="infra/db.md", domain="infrastructure", covers=["连接池"], when_to_retrieve="池")
