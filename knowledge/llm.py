@@ -69,7 +69,9 @@ class LLMClient:
 
         Raises LLMUnavailable for temporary failures, LLMError for permanent ones.
         """
-        kwargs: dict = {"model": self.config.model, "messages": messages, "temperature": 0}
+        # No temperature: some models (reasoning ones) refuse any but their default, and the
+        # answer is validated anyway.
+        kwargs: dict = {"model": self.config.model, "messages": messages}
         if json_output and self.config.json_mode:
             kwargs["response_format"] = {"type": "json_object"}
         try:

@@ -113,7 +113,11 @@ def document_indexed(*, document_id: int) -> None:
     """
     from knowledge.services.document_metadata import document_summary_needed
 
-    document = ApiDocument.objects.filter(pk=document_id).only("id", "domain", "status", "metadata").first()
+    document = (
+        ApiDocument.objects.filter(pk=document_id)
+        .only("id", "domain", "status", "metadata", "content_hash")
+        .first()
+    )
     if document is None or document.status != ApiDocument.Status.INDEXED:
         return
     if document_summary_needed(document=document):

@@ -1,8 +1,8 @@
 """Regenerate knowledge domains' when_to_retrieve / description from their documents.
 
-    python manage.py regenerate_domains                 # queue every domain with documents
-    python manage.py regenerate_domains --domain payment --sync
-    python manage.py regenerate_domains --missing       # only domains without guidance (start-up check)
+python manage.py regenerate_domains                 # queue every domain with documents
+python manage.py regenerate_domains --domain payment --sync
+python manage.py regenerate_domains --missing       # only domains without guidance (start-up check)
 """
 
 from django.core.management.base import BaseCommand, CommandError
@@ -22,9 +22,15 @@ class Command(BaseCommand):
     help = "Regenerate knowledge domains' planner guidance (queued to the worker, or --sync here)."
 
     def add_arguments(self, parser):
-        parser.add_argument("--domain", action="append", dest="domains", metavar="D", help="only this domain (repeatable)")
-        parser.add_argument("--sync", action="store_true", help="run here and wait, instead of queueing to the worker")
-        parser.add_argument("--missing", action="store_true", help="only domains with documents but no when_to_retrieve")
+        parser.add_argument(
+            "--domain", action="append", dest="domains", metavar="D", help="only this domain (repeatable)"
+        )
+        parser.add_argument(
+            "--sync", action="store_true", help="run here and wait, instead of queueing to the worker"
+        )
+        parser.add_argument(
+            "--missing", action="store_true", help="only domains with documents but no when_to_retrieve"
+        )
 
     def handle(self, *args, domains=None, sync=False, missing=False, **options):
         known = set(ApiDocument.objects.values_list("domain", flat=True).distinct()) | set(
