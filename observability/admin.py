@@ -240,15 +240,16 @@ class ToolInvocationAdmin(admin.ModelAdmin):
 
             return to
 
+        relevance, dedup = selectors.level_and_dedup_distributions(qs=qs)
         context["figures"] = {
             "chart-relevance": charts.distribution_figure(
-                rows=selectors.relevance_distribution(qs=qs),
+                rows=relevance,
                 title="Relevance level 查询质量分布",
                 colours=charts.LEVEL_COLOURS,
                 link=link("level"),
             ),
             "chart-dedup": charts.distribution_figure(
-                rows=selectors.dedup_distribution(qs=qs),
+                rows=dedup,
                 title="Dedup reason 去重原因分布",
                 colours=charts.DEDUP_COLOURS,
                 link=link("dedup"),

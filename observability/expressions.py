@@ -54,9 +54,10 @@ class JSONNumber(Expression):
 
     def as_sqlite(self, compiler, connection):
         col = connection.ops.quote_name(self.column)
+        # No ", " in this SQL: Django's SQLite introspection splits CREATE TABLE on it.
         return (
-            f"(CASE WHEN json_type({col}, '{self.path}') IN ('real', 'integer') "
-            f"THEN json_extract({col}, '{self.path}') END)",
+            f"(CASE WHEN json_type({col},'{self.path}') IN ('real','integer') "
+            f"THEN json_extract({col},'{self.path}') END)",
             [],
         )
 
@@ -103,9 +104,10 @@ class JSONString(Expression):
 
     def as_sqlite(self, compiler, connection):
         col = connection.ops.quote_name(self.column)
+        # No ", " in this SQL: Django's SQLite introspection splits CREATE TABLE on it.
         return (
-            f"(CASE WHEN json_type({col}, '{self.path}') = 'text' "
-            f"THEN substr(json_extract({col}, '{self.path}'), 1, {self.max_length}) END)",
+            f"(CASE WHEN json_type({col},'{self.path}') = 'text' "
+            f"THEN substr(json_extract({col},'{self.path}'),1,{self.max_length}) END)",
             [],
         )
 
