@@ -14,7 +14,7 @@ import time
 
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
-from celery.signals import worker_ready
+from celery.signals import worker_init
 
 from knowledge.services.ingestion import (
     TemporaryIndexError,
@@ -23,7 +23,7 @@ from knowledge.services.ingestion import (
     document_vectors_prune,
     embedding_collection_check,
 )
-from knowledge.vectorstore import VectorStoreError, VectorStoreMismatch
+from knowledge.vectorstore import VectorStoreError, VectorStoreMismatch, reset_vector_store
 
 logger = logging.getLogger(__name__)
 
@@ -62,24 +62,28 @@ class EmbeddingMismatchRefused(SystemExit):
     """Raised at worker start-up: a SystemExit, so Celery stops instead of logging and going on."""
 
 
-@worker_ready.connect
+@worker_init.connect
 def _refuse_mismatched_collection(sender=None, **kwargs) -> None:
-    """Stop the worker when the Milvus collection holds another model's vectors.
-
-    Indexing into it would mix incomparable vectors (or fail on the dimension). Milvus not
-    answering yet (``make run`` starts it beside the worker) is not a reason to stop: indexing
-    retries until it answers.
+    """Stop the worker, before it takes any task, when the Milvus collection holds another
+    embedding model's vectors: indexing into it would mix incomparable vectors or fail on the
+    dimension. Milvus not answering yet (``make run`` starts it beside the worker) is no reason
+    to stop: indexing retries until it answers.
     """
-    for _attempt in range(10):
-        try:
-            embedding_collection_check()
-            return
-        except VectorStoreMismatch as exc:
-            logger.critical("refusing to start: %s", exc)
-            raise EmbeddingMismatchRefused(f"agentkb worker refused to start: {exc}") from exc
-        except VectorStoreError:
-            time.sleep(1)
-        except Exception:  # a misconfigured backend shows up on the first task, with its reason
-            logger.exception("embedding start-up check could not run")
-            return
-    logger.warning("Milvus did not answer at worker start; indexing tasks will retry until it does")
+    try:
+        for _attempt in range(10):
+            try:
+                embedding_collection_check()
+                return
+            except VectorStoreMismatch as exc:
+                logger.critical("refusing to start: %s", exc)
+                raise EmbeddingMismatchRefused(f"agentkb worker refused to start: {exc}") from exc
+            except VectorStoreError:
+                time.sleep(1)
+            except Exception:  # a misconfigured backend shows on the first task, with its reason
+                logger.exception("embedding start-up check could not run")
+                return
+        logger.warning("Milvus did not answer at worker start; indexing tasks will retry until it does")
+    finally:
+        # This runs in the parent before the pool forks: a gRPC channel (or a milvus-lite file
+        # lock) must not be inherited by the children.
+        reset_vector_store()
