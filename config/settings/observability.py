@@ -10,3 +10,12 @@ OBSERVABILITY_CALIBRATION_TARGET_PRECISION = env.float(
 )
 # Judgements required at and above a HIGHLY_RELEVANT candidate before it can be suggested.
 OBSERVABILITY_CALIBRATION_MIN_BAND = env.int("OBSERVABILITY_CALIBRATION_MIN_BAND", default=5)
+
+# Hourly: roll up the tool invocations of days that ended (observability/tasks.py), so dashboards
+# over long ranges read a few rows per day. Run by the worker's beat (`make run` starts it).
+CELERY_BEAT_SCHEDULE = {
+    "observability-invocation-rollups": {
+        "task": "observability.invocation_rollups_build",
+        "schedule": 60 * 60,
+    },
+}

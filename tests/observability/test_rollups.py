@@ -107,3 +107,21 @@ def test_command_backfills_missing_days(week):
         date(2026, 3, 9),
     ]
     assert "rolled up 3 day(s) of 3" in out.write.call_args[0][0]
+
+
+def test_periodic_task_rolls_up_the_last_ended_days(week):
+    from django.conf import settings
+
+    from observability.tasks import invocation_rollups_build
+
+    assert settings.CELERY_BEAT_SCHEDULE["observability-invocation-rollups"]["task"] == (
+        "observability.invocation_rollups_build"
+    )
+    with mock.patch("django.utils.timezone.now", return_value=NOW):
+        assert invocation_rollups_build.delay().get() == 3
+        assert invocation_rollups_build.delay().get() == 0  # already done: nothing to do
+    assert sorted(InvocationRollupDay.objects.values_list("day", flat=True)) == [
+        date(2026, 3, 7),
+        date(2026, 3, 8),
+        date(2026, 3, 9),
+    ]
