@@ -88,7 +88,7 @@ def similarity_figure(
         if any(counts)
     ]
 
-    def threshold(x: float, text: str, colour: str) -> tuple[dict, dict]:
+    def threshold(x: float, text: str, colour: str, side: str) -> tuple[dict, dict]:
         line = {
             "type": "line",
             "xref": "x",
@@ -106,14 +106,18 @@ def similarity_figure(
             "yref": "paper",
             "text": text,
             "showarrow": False,
-            "xanchor": "left",
+            # REFERENCE's label sits left of its line, HIGHLY_RELEVANT's right: close thresholds
+            # do not overprint each other.
+            "xanchor": side,
             "yanchor": "bottom",
             "font": {"color": colour},
         }
         return line, note
 
-    ref_line, ref_note = threshold(reference, f"REFERENCE ≥ {reference:.2f}", "#9a6700")
-    hr_line, hr_note = threshold(highly_relevant, f"HIGHLY_RELEVANT ≥ {highly_relevant:.2f}", "#0969da")
+    ref_line, ref_note = threshold(reference, f"REFERENCE ≥ {reference:.2f}", "#9a6700", "right")
+    hr_line, hr_note = threshold(
+        highly_relevant, f"HIGHLY_RELEVANT ≥ {highly_relevant:.2f}", "#0969da", "left"
+    )
     return {
         "data": data,
         "layout": _layout(
@@ -220,7 +224,15 @@ def calibration_figure(*, bands: list[dict], reference: float, highly_relevant: 
             barmode="stack",
             xaxis={"title": {"text": "l1_top_similarity"}, "range": [0, 1], "dtick": 0.1},
             yaxis={"title": {"text": "judgements 反馈数"}, "rangemode": "tozero"},
-            yaxis2={"overlaying": "y", "side": "right", "range": [0, 1.05], "title": {"text": "rate"}},
+            yaxis2={
+                "overlaying": "y",
+                "side": "right",
+                "range": [0, 1.05],
+                "dtick": 0.25,
+                "tickformat": ".0%",
+                "showgrid": False,
+                "title": {"text": "helpful rate 有用率"},
+            },
             legend={"orientation": "h", "y": -0.25, "traceorder": "normal"},
             margin={"l": 50, "r": 50, "t": 50, "b": 80},
             height=360,

@@ -164,3 +164,46 @@ def test_dashboard_draws_the_seeded_values(browser, live_server, seeded_calls):
     assert "level=REFERENCE" in browser.current_url
     counter = browser.find_element("css selector", "#changelist-form .paginator").text
     assert counter.startswith("5 ")
+
+
+def _login(browser, live_server) -> None:
+    browser.get(live_server.url + reverse("admin:login"))
+    browser.find_element("name", "username").send_keys("browser-admin")
+    browser.find_element("name", "password").send_keys("browser-pass-123")
+    browser.find_element("css selector", "input[type=submit]").click()
+    _wait(browser, "return document.body.classList.contains('dashboard')")
+
+
+def test_thumbs_on_an_invocation_feed_the_calibration_chart(browser, live_server, seeded_calls):
+    from observability.models import InvocationFeedback, ToolInvocation
+
+    # Agents' judgements: helpful from 0.6 up, unhelpful below.
+    for similarity, helpful, n in [(0.35, False, 8), (0.55, False, 4), (0.62, True, 6), (0.81, True, 10)]:
+        for _ in range(n):
+            InvocationFeedback.objects.create(
+                invocation=ToolInvocationFactory(similarity=similarity), source="AGENT", helpful=helpful
+            )
+    _login(browser, live_server)
+
+    invocation = ToolInvocation.objects.filter(relevance_level="REFERENCE").first()
+    browser.get(live_server.url + reverse("admin:observability_toolinvocation_change", args=[invocation.pk]))
+    assert "当前结果为相关参考" in browser.find_element("id", "invocation-readable").text
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(SCREENSHOTS / "invocation.png"))
+    browser.find_element("css selector", "#feedback-form button[value='1']").click()
+    _wait(browser, "return document.querySelector('#feedback-list') !== null")
+    assert InvocationFeedback.objects.get(invocation=invocation, source="STAFF").helpful is True
+
+    browser.get(live_server.url + reverse("admin:observability_thresholdcalibration_changelist"))
+    _wait(
+        browser,
+        "const el = document.getElementById('chart-calibration'); return el && el.dataset.drawn === '1';",
+    )
+    drawn = browser.execute_script(
+        "const gd = document.getElementById('chart-calibration');"
+        "const sum = t => t.y.reduce((a, b) => a + b, 0);"
+        "return [sum(gd._fullData[0]), sum(gd._fullData[1])];"
+    )
+    assert drawn == [6 + 10 + 1, 8 + 4]  # helpful (the staff thumb included), not helpful
+    assert browser.find_element("id", "suggested-reference").text == "0.60"
+    browser.save_screenshot(str(SCREENSHOTS / "calibration.png"))
