@@ -207,3 +207,24 @@ def test_thumbs_on_an_invocation_feed_the_calibration_chart(browser, live_server
     assert drawn == [6 + 10 + 1, 8 + 4]  # helpful (the staff thumb included), not helpful
     assert browser.find_element("id", "suggested-reference").text == "0.60"
     browser.save_screenshot(str(SCREENSHOTS / "calibration.png"))
+
+
+def test_hit_testing_page_in_the_browser(browser, live_server, seeded_calls, vector_store, settings):
+    from knowledge.embeddings import get_embedder
+    from retrieval.keyword_index import keyword_index_forget
+    from tests.retrieval.conftest import Corpus, seed_documents
+
+    settings.RETRIEVAL_INDEX_REFRESH_MS = 0
+    keyword_index_forget()
+    embedder = get_embedder()
+    vector_store.ensure_collection(dim=embedder.dim, model_name=embedder.model_name)
+    seed_documents(Corpus(vector_store))
+    _login(browser, live_server)
+    browser.get(live_server.url + reverse("admin:observability_hittest_changelist"))
+    browser.find_element("name", "query").send_keys("数据库连接池配置")
+    browser.find_element("css selector", "#hit-test-form input[type=submit]").click()
+    _wait(browser, "return document.getElementById('hit-l1') !== null")
+    assert browser.find_element("id", "hit-level").text == "HIGHLY_RELEVANT"
+    assert "infrastructure/mysql-pool.md" in browser.find_element("id", "hit-l1").text
+    browser.save_screenshot(str(SCREENSHOTS / "hit_testing.png"))
+    keyword_index_forget()
