@@ -22,3 +22,7 @@ elif _db["ENGINE"] == "django.db.backends.sqlite3":
     _db.setdefault("OPTIONS", {})
     _db["OPTIONS"].setdefault("init_command", "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
     _db["OPTIONS"].setdefault("timeout", 20)
+    # A transaction that reads, then writes (select_for_update, get_or_create) fails at once with
+    # "database is locked" when the other process holds the write lock (SQLite cannot wait there
+    # without risking a deadlock); taking the write lock at BEGIN makes it wait up to `timeout`.
+    _db["OPTIONS"].setdefault("transaction_mode", "IMMEDIATE")
