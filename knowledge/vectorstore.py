@@ -208,6 +208,8 @@ class VectorStore:
             self._call("delete", self.collection, ids=batch)
 
     def delete_document(self, doc_key: str) -> None:
+        if not self.exists():  # nothing was ever indexed: nothing to delete
+            return
         self._call("delete", self.collection, filter=f"doc_key == {_quote(doc_key)}")
 
     def chunk_ids(self, *, doc_key: str | None = None) -> set[str]:

@@ -232,6 +232,12 @@ def _document_index_locked(*, document_id: int, final_attempt: bool) -> IndexRes
         return IndexResult(status="gone")
     version = document.content_hash
     doc_key = document.doc_key
+    # A run that died mid-way (INDEXING left behind), failed or is being retried may have left
+    # vectors no chunk row knows of: such a run asks Milvus what the document holds. A normal run
+    # knows its stale ids from the previous chunk rows, which spares a Milvus query per document.
+    recovering = document.status in (ApiDocument.Status.INDEXING, ApiDocument.Status.FAILED) or bool(
+        document.error
+    )
     if not _set_status(document_id, version, ApiDocument.Status.INDEXING):
         return IndexResult(status="superseded")
 
@@ -283,6 +289,7 @@ def _document_index_locked(*, document_id: int, final_attempt: bool) -> IndexRes
         raise
 
     started = time.perf_counter()
+    stale_ids: list[str] = []
     with transaction.atomic():
         current = ApiDocument.objects.select_for_update().filter(id=document_id).first()
         if current is None:
@@ -292,7 +299,13 @@ def _document_index_locked(*, document_id: int, final_attempt: bool) -> IndexRes
             # lock after us) overwrites these vectors and removes the surplus.
             outcome = IndexResult(status="superseded")
         else:
-            DocumentChunk.objects.filter(document_id=document_id).delete()
+            previous = DocumentChunk.objects.filter(document_id=document_id)
+            stale_ids = [
+                chunk_id_for(doc_key, i)
+                for i in previous.values_list("chunk_index", flat=True)
+                if i >= len(chunks)
+            ]
+            previous.delete()
             DocumentChunk.objects.bulk_create(
                 [
                     DocumentChunk(
@@ -318,7 +331,11 @@ def _document_index_locked(*, document_id: int, final_attempt: bool) -> IndexRes
     # The old version's surplus vectors go only now, after the new ones are in and committed.
     started = time.perf_counter()
     try:
-        stale = document_vectors_prune(doc_key=doc_key)
+        if outcome.status == "gone" or recovering:
+            stale = document_vectors_prune(doc_key=doc_key)
+        else:
+            store.delete_chunks(sorted(stale_ids))
+            stale = len(stale_ids)
     except VectorStoreError:
         logger.warning("could not delete stale vectors of %s now; queued", doc_key, exc_info=True)
         _queue_prune(doc_key)
@@ -376,7 +393,7 @@ def document_delete(*, document: ApiDocument) -> None:
 
     def remove_vectors() -> None:
         try:
-            document_vectors_prune(doc_key=doc_key)
+            get_vector_store().delete_document(doc_key)
         except VectorStoreError:
             logger.warning("Milvus unavailable; removal of the vectors of %s queued", doc_key, exc_info=True)
             _queue_prune(doc_key)

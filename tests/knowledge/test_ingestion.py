@@ -14,6 +14,7 @@ from knowledge.services.ingestion import (
     document_index,
     document_ingest,
 )
+from knowledge.vectorstore import ChunkVector
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -94,9 +95,36 @@ def test_on_reupload_old_vectors_go_only_after_the_new_ones_are_in(vector_store,
     document_ingest(data=markdown("A", 2, words="New. "), name="a.md")
 
     new_count = ApiDocument.objects.get(doc_key="a.md").chunk_count
-    assert [name for name, _ in calls] == ["upsert", "delete_chunks"]
+    assert [name for name, _ in calls] == ["upsert", "delete_chunks"]  # no delete by document
     assert calls[0][1] == [f"a.md#{i}" for i in range(new_count)]  # overwrites in place
     assert all(int(cid.split("#")[1]) >= new_count for cid in calls[1][1])  # then only the surplus
+
+
+def test_a_run_after_a_crash_removes_vectors_no_chunk_row_knows(vector_store, monkeypatch):
+    document_ingest(data=markdown("A", 2), name="a.md")
+    doc = ApiDocument.objects.get(doc_key="a.md")
+    # A run died after upserting a longer version: an orphan vector, and INDEXING left behind.
+    vector_store.upsert(
+        [ChunkVector("a.md#9", get_embedder().encode(["x"])[0].tolist(), "payment", "a.md", 9)]
+    )
+    ApiDocument.objects.filter(id=doc.id).update(status=ApiDocument.Status.INDEXING)
+
+    document_index(document_id=doc.id)
+
+    assert vector_store.chunk_ids(doc_key="a.md") == chunk_ids(doc)
+
+
+def test_a_normal_run_finds_stale_ids_without_asking_milvus(vector_store, monkeypatch):
+    document_ingest(data=markdown("A", 4), name="a.md")
+    asked = []
+    real = vector_store.chunk_ids
+    monkeypatch.setattr(vector_store, "chunk_ids", lambda **kw: asked.append(kw) or real(**kw))
+
+    document_ingest(data=markdown("A", 1, words="short "), name="a.md")
+
+    assert asked == []
+    monkeypatch.undo()
+    assert vector_store.chunk_ids(doc_key="a.md") == chunk_ids(ApiDocument.objects.get(doc_key="a.md"))
 
 
 def test_indexing_twice_leaves_the_same_vectors(vector_store):

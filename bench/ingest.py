@@ -1,0 +1,334 @@
+"""Ingestion throughput: the real pipeline vs raw embed + insert of the same chunks, same run.
+
+Generates N Markdown documents (frontmatter, headings, Chinese and English prose, code fences,
+tables), then:
+
+1. pipeline: each document goes through ``document_ingest`` (parse, store, queue) and the
+   indexing task's work (chunk, embed, upsert into Milvus, swap chunk rows, mark INDEXED, prune);
+2. raw: the very chunk texts the pipeline embedded are embedded in batches of
+   EMBEDDING_BATCH_SIZE and inserted into a fresh collection, nothing else;
+
+and prints documents/s and chunks/s of both and their ratio, plus where the pipeline's time goes.
+
+Two ways to run the pipeline:
+- default, in-process: tasks are queued to an in-memory broker nobody consumes and the bench runs
+  each queued indexing itself, as the worker would (no Celery transport in the figures);
+- ``--worker``: the whole thing as ``make run`` has it: a real Celery worker process on the
+  filesystem broker and a loopback ``milvus-lite server`` shared by worker and bench; timed from
+  the first upload until the last document is INDEXED.
+
+    .venv/bin/python bench/ingest.py                 # 200 documents, in-process
+    .venv/bin/python bench/ingest.py --docs 1000
+    .venv/bin/python bench/ingest.py --worker
+
+Everything lives in a temporary folder (SQLite + milvus-lite); nothing of var/ is touched.
+Prints figures only; asserts nothing about time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+DOMAINS = ["infrastructure", "api-errors", "troubleshooting", "payment"]
+ZH = [
+    "数据库连接池的大小要根据实例规格来定，不能一味调大。",
+    "支付超时的时候不能直接重试下单，要先查询渠道的支付结果。",
+    "退款到账时间取决于支付方式，信用卡最长需要七个工作日。",
+    "大 key 会阻塞单线程的 Redis，删除时要用 UNLINK。",
+    "接口变慢时先确认范围，再看依赖，最后看应用自身的线程池。",
+    "令牌过期以后用刷新令牌换取新令牌，只重放一次原请求。",
+]
+EN = [
+    "The readiness probe must check what the service needs to answer requests.",
+    "Timeouts are retryable only for idempotent requests, with exponential backoff.",
+    "Keep both the old and the new certificate loaded during the rotation window.",
+    "A pool that is too large only moves the queue into the database.",
+    "Send synthetic warm-up requests before marking a fresh JVM ready.",
+    "Every error response quotes a request id; include it when asking for help.",
+]
+
+
+def _parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--docs", type=int, default=200, help="documents to generate (default 200)")
+    parser.add_argument("--sections", type=int, default=4, help="sections per document (default 4)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--worker", action="store_true", help="index with a real Celery worker process")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary folder (its path is printed)")
+    return parser.parse_args()
+
+
+def generate(n: int, sections: int, seed: int) -> list[tuple[str, bytes]]:
+    rng = random.Random(seed)
+    documents = []
+    for i in range(n):
+        domain = DOMAINS[i % len(DOMAINS)]
+        zh = i % 2 == 0
+        title = f"{'排查手册' if zh else 'Runbook'} {i}"
+        parts = [
+            f"---\ntitle: {title}\ndomain: {domain}\nkeywords: [kw-{i}, {domain}-{i % 17}]\n---\n",
+            f"# {title}\n",
+        ]
+        for s in range(sections):
+            parts.append(f"## {'第' + str(s) + '节' if zh else 'Section ' + str(s)}\n")
+            pool = ZH if zh else EN
+            for _ in range(rng.randint(1, 3)):
+                parts.append(
+                    ("" if zh else " ").join(rng.choice(pool) for _ in range(rng.randint(2, 8))) + "\n"
+                )
+            if rng.random() < 0.3:
+                parts.append(
+                    "```bash\n" + "\n".join(f"echo step {k}" for k in range(rng.randint(2, 12))) + "\n```\n"
+                )
+            if rng.random() < 0.2:
+                rows = "\n".join(f"| ERR_{k} | 含义 {k} | {k % 2 == 0} |" for k in range(rng.randint(2, 10)))
+                parts.append("| code | meaning | retry |\n|---|---|---|\n" + rows + "\n")
+        documents.append((f"{domain}/doc-{i:05d}.md", "\n".join(parts).encode()))
+    return documents
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_port(port: int, proc: subprocess.Popen, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            sys.exit(f"milvus-lite server exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    sys.exit("milvus-lite server did not start")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def main() -> None:
+    args = _parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="agentkb-bench-ingest-"))
+    processes: list[subprocess.Popen] = []
+    try:
+        os.environ.update(
+            AGENTKB_VAR_DIR=str(folder),
+            DJANGO_SETTINGS_MODULE="config.settings",
+            DATABASE_URL=f"sqlite:///{folder / 'bench.sqlite3'}",
+            LOG_LEVEL="WARNING",
+            MILVUS_COLLECTION="bench_pipeline",
+        )
+        for name in ("REDIS_URL", "CELERY_BROKER_URL", "MILVUS_URI"):
+            os.environ.pop(name, None)
+        if args.worker:
+            port = _free_port()
+            server = subprocess.Popen(
+                [str(Path(sys.executable).parent / "milvus-lite"), "server", "--data-dir", str(folder / "milvus"),
+                 "--host", "127.0.0.1", "--port", str(port)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+            processes.append(server)
+            _wait_port(port, server)
+            os.environ["MILVUS_URI"] = f"http://127.0.0.1:{port}"
+        else:
+            # A broker nobody consumes: uploads queue their indexing, the bench runs it below.
+            os.environ["CELERY_BROKER_URL"] = "memory://"
+
+        import django
+
+        django.setup()
+        from django.conf import settings
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0)
+        run(args, settings, folder, processes)
+    finally:
+        for proc in reversed(processes):
+            _stop(proc)
+        if args.keep:
+            print(f"\nkept {folder}")
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def run(args, settings, folder: Path, processes: list[subprocess.Popen]) -> None:
+    import numpy as np
+
+    from knowledge.embeddings import get_embedder
+    from knowledge.models import ApiDocument, DocumentChunk, chunk_id_for
+    from knowledge.services.ingestion import chunk_embedding_text, document_index, document_ingest
+    from knowledge.vectorstore import ChunkVector, VectorStore, get_vector_store
+
+    documents = generate(args.docs, args.sections, args.seed)
+    started = time.perf_counter()
+    embedder = get_embedder()
+    load_s = time.perf_counter() - started
+    store = get_vector_store()
+    store.ensure_collection(dim=embedder.dim, model_name=embedder.model_name)  # not part of either timing
+
+    print(
+        f"agentkb ingestion benchmark: {len(documents)} documents, {sum(len(d) for _, d in documents):,} bytes"
+    )
+    print(
+        f"  embedding   {embedder.model_name} ({embedder.dim}-d), loaded in {load_s:.1f} s (not timed below)"
+    )
+    print(f"  vectors     {settings.MILVUS_URI}")
+    print(f"  chunking    target {settings.CHUNK_TARGET_CHARS}, overlap {settings.CHUNK_OVERLAP_CHARS}")
+
+    # The chunks the pipeline will embed, computed with its own functions, for the raw runs.
+    from knowledge.chunking import chunk_document
+    from knowledge.parsing import parse_document
+
+    raw_rows: list[tuple[str, str, str, int, str]] = []  # chunk id, domain, doc key, index, text
+    for name, data in documents:
+        parsed = parse_document(data, name=name)
+        for c in chunk_document(
+            parsed.body, target=settings.CHUNK_TARGET_CHARS, overlap=settings.CHUNK_OVERLAP_CHARS
+        ):
+            text = chunk_embedding_text(title=parsed.title, heading_path=c.heading_path, content=c.content)
+            raw_rows.append(
+                (chunk_id_for(parsed.doc_key, c.index), parsed.domain, parsed.doc_key, c.index, text)
+            )
+
+    def raw_run(label: str) -> tuple[float, float, VectorStore]:
+        """Embed in batches of EMBEDDING_BATCH_SIZE, insert into a fresh collection: nothing else."""
+        raw = VectorStore(
+            uri=settings.MILVUS_URI, collection=f"bench_raw_{label}", index_type=settings.MILVUS_INDEX_TYPE
+        )
+        raw.drop()
+        raw.ensure_collection(dim=embedder.dim, model_name=embedder.model_name)
+        started = time.perf_counter()
+        vectors = embedder.encode([r[4] for r in raw_rows], batch_size=settings.EMBEDDING_BATCH_SIZE)
+        embed_s = time.perf_counter() - started
+        started = time.perf_counter()
+        raw.upsert(
+            [ChunkVector(r[0], v.tolist(), r[1], r[2], r[3]) for r, v in zip(raw_rows, vectors, strict=True)]
+        )
+        insert_s = time.perf_counter() - started
+        assert raw.count() == len(raw_rows)
+        return embed_s, insert_s, raw
+
+    # The machine may be shared: raw runs before and after the pipeline, their mean is the baseline.
+    before = raw_run("before")
+    before[2].drop()
+
+    # --- the pipeline ------------------------------------------------------------------------
+    stages = {
+        "ingest_s": 0.0,
+        "chunk_s": 0.0,
+        "embed_s": 0.0,
+        "upsert_s": 0.0,
+        "commit_s": 0.0,
+        "prune_s": 0.0,
+    }
+    if args.worker:
+        worker_log = folder / "worker.log"
+        env = {**os.environ, "CELERY_TASK_ALWAYS_EAGER": "false"}
+        processes.append(
+            subprocess.Popen(
+                [str(Path(sys.executable).parent / "celery"), "-A", "config", "worker", "--concurrency", "1",
+                 "--without-gossip", "--without-mingle", "--loglevel", "WARNING"],
+                cwd=REPO, env=env, stdout=open(worker_log, "wb"), stderr=subprocess.STDOUT,  # noqa: SIM115
+            )
+        )  # fmt: skip
+        # Let the worker start (and load the embedder on a first document) before timing.
+        document_ingest(data=b"---\ndomain: warmup\n---\n# warm up\n\ntext", name="warmup.md")
+        deadline = time.monotonic() + 120
+        while ApiDocument.objects.filter(doc_key="warmup.md").exclude(status="INDEXED").exists():
+            if time.monotonic() > deadline:
+                sys.exit("the worker did not index the warm-up document:\n" + worker_log.read_text())
+            time.sleep(0.2)
+        started = time.perf_counter()
+        for name, data in documents:
+            t = time.perf_counter()
+            document_ingest(data=data, name=name)
+            stages["ingest_s"] += time.perf_counter() - t
+        while ApiDocument.objects.exclude(status__in=["INDEXED", "FAILED"]).exists():
+            time.sleep(0.05)
+        pipeline_s = time.perf_counter() - started
+        for key in ("chunk_s", "embed_s", "upsert_s", "commit_s", "prune_s"):
+            stages.pop(key)
+    else:
+        started = time.perf_counter()
+        for name, data in documents:
+            t = time.perf_counter()
+            result = document_ingest(data=data, name=name)
+            stages["ingest_s"] += time.perf_counter() - t
+            outcome = document_index(document_id=result.document.id)
+            for key, value in outcome.timings.items():
+                stages[key] += value
+        pipeline_s = time.perf_counter() - started
+
+    after = raw_run("after")
+    raw_embed_s = (before[0] + after[0]) / 2
+    raw_insert_s = (before[1] + after[1]) / 2
+    raw_s = raw_embed_s + raw_insert_s
+
+    bench_docs = ApiDocument.objects.exclude(doc_key="warmup.md")
+    failed = bench_docs.filter(status="FAILED").count()
+    n_docs = bench_docs.count()
+    n_chunks = DocumentChunk.objects.filter(document__in=bench_docs).count()
+    stored = store.count() - (1 if args.worker else 0)
+    # Same texts, same model: the pipeline must have stored what the raw run did (a check, not a timing).
+    sample = [r[0] for r in raw_rows[:: max(1, len(raw_rows) // 20)]]
+    pipe_v, raw_v = store.vectors(sample), after[2].vectors(sample)
+    same = n_chunks == len(raw_rows) and all(np.allclose(pipe_v[i], raw_v[i], atol=1e-4) for i in sample)
+    after[2].drop()
+    after[2].reset()
+
+    # --- report ------------------------------------------------------------------------------
+    mode = "real Celery worker (filesystem broker, milvus-lite server)" if args.worker else "in-process"
+    print(
+        f"\n  documents   {n_docs} ({failed} failed), chunks {n_chunks} ({n_chunks / max(n_docs, 1):.1f} per document)"
+    )
+    print(
+        f"  vectors     {stored} in the pipeline's collection; same chunks and sampled vectors as raw: {same}"
+    )
+    print(f"\n  {'':26}{'seconds':>9}{'docs/s':>10}{'chunks/s':>10}")
+    print(
+        f"  {'pipeline (' + ('worker' if args.worker else 'in-process') + ')':26}{pipeline_s:9.2f}{n_docs / pipeline_s:10.1f}{n_chunks / pipeline_s:10.1f}"
+    )
+    print(
+        f"  {'raw embed + insert':26}{raw_s:9.2f}{n_docs / raw_s:10.1f}{n_chunks / raw_s:10.1f}"
+        f"   (mean of {before[0] + before[1]:.2f} s before and {after[0] + after[1]:.2f} s after)"
+    )
+    print(f"    {'of which embed':24}{raw_embed_s:9.2f}")
+    print(f"    {'of which insert':24}{raw_insert_s:9.2f}")
+    print(
+        f"\n  ratio       pipeline time / raw time = {pipeline_s / raw_s:.2f}  "
+        f"(pipeline throughput = {raw_s / pipeline_s:.0%} of raw)"
+    )
+    print(f"\n  pipeline stages ({mode}), seconds in total:")
+    for key, value in stages.items():
+        print(f"    {key[:-2]:10}{value:8.2f}  ({value / pipeline_s:.0%})")
+    if not args.worker:
+        other = pipeline_s - sum(stages.values())
+        print(f"    {'other':10}{other:8.2f}  ({other / pipeline_s:.0%})  (locks, status updates, hooks)")
+
+
+if __name__ == "__main__":
+    main()
