@@ -80,7 +80,12 @@ class DomainFilter(admin.SimpleListFilter):
     parameter_name = "domain"
 
     def lookups(self, request, model_admin):
-        return [(d, d) for d in KnowledgeDomain.objects.values_list("domain_id", flat=True)]
+        domains = list(KnowledgeDomain.objects.values_list("domain_id", flat=True))
+        # A domain from a link that has no KnowledgeDomain row still filters (the admin skips a
+        # filter without choices).
+        if self.value() and self.value() not in domains:
+            domains.append(self.value())
+        return [(d, d) for d in domains]
 
     def queryset(self, request, queryset):
         return queryset.filter(primary_domain=self.value()) if self.value() else queryset
@@ -240,7 +245,12 @@ class ToolInvocationAdmin(admin.ModelAdmin):
 
             return to
 
-        relevance, dedup = selectors.level_and_dedup_distributions(qs=qs)
+        filters = _rollup_filters(cl)
+        if filters is None:  # a search or a filter the rollups do not hold: count the rows
+            relevance, dedup = selectors.level_and_dedup_distributions(qs=qs)
+        else:
+            facts = selectors.invocation_facts(filters=filters, levels_only=True)
+            relevance, dedup = selectors.relevance_from_facts(facts), selectors.dedup_from_facts(facts)
         context["figures"] = {
             "chart-relevance": charts.distribution_figure(
                 rows=relevance,
@@ -304,6 +314,59 @@ class ToolInvocationAdmin(admin.ModelAdmin):
         return HttpResponseRedirect(
             reverse("admin:observability_toolinvocation_change", args=[invocation.pk])
         )
+
+
+# The list filters the daily rollups can answer (their columns); anything else counts rows.
+ROLLUP_LIST_PARAMS = {"level", "dedup", "status__exact", "domain", "tool_name", "from", "to"} | {
+    "created_at__gte",
+    "created_at__lt",
+}
+
+
+def _moment(value: str | None) -> datetime | None:
+    from django.utils.dateparse import parse_date, parse_datetime
+
+    if not value:
+        return None
+    try:
+        moment = parse_datetime(value)
+        if moment is None:
+            day = parse_date(value)
+            moment = datetime.combine(day, datetime.min.time()) if day else None
+    except ValueError:
+        return None
+    if moment is not None and timezone.is_naive(moment):
+        moment = timezone.make_aware(moment)
+    return moment
+
+
+def _rollup_filters(cl) -> selectors.InvocationFilter | None:
+    """The list's filters as an InvocationFilter, when the rollups can answer them all.
+
+    Over a million rows the charts above the list would otherwise count every row on each page
+    view; with only these filters they read ended days from the daily rollups."""
+    params = {k: (v[-1] if isinstance(v, list) else v) for k, v in cl.get_filters_params().items()}
+    if cl.query or set(params) - ROLLUP_LIST_PARAMS:
+        return None
+    starts = [_moment(params.get(p)) for p in ("from", "created_at__gte") if params.get(p)]
+    ends = [_moment(params.get(p)) for p in ("to", "created_at__lt") if params.get(p)]
+    if None in starts or None in ends:
+        return None
+    # No bound: the first and last recorded call (two reads of the created_at index).
+    bounds = ToolInvocation.objects.order_by("created_at").values_list("created_at", flat=True)
+    start = max(starts) if starts else bounds.first()
+    end = min(ends) if ends else (bounds.last() or timezone.now()) + timedelta(microseconds=1)
+    if start is None or start >= end:
+        return None
+    return selectors.InvocationFilter(
+        start=start,
+        end=end,
+        tool_name=params.get("tool_name") or None,
+        domain=params.get("domain") or None,
+        level=params.get("level") or None,
+        dedup=params.get("dedup") or None,
+        status=params.get("status__exact") or None,
+    )
 
 
 def _l1_rows(details: dict) -> list[dict]:

@@ -50,12 +50,16 @@ SESSION_LOOKUPS_CAP = 10
 
 @dataclass(frozen=True)
 class InvocationFilter:
-    """What the dashboard shows: calls in [start, end), optionally of one tool and one domain."""
+    """Calls in [start, end), optionally of one tool and one domain (the dashboard), and of one
+    level / dedup reason / status (the invocation list's filters; "none" = not found / none)."""
 
     start: datetime
     end: datetime
     tool_name: str | None = LOOKUP_TOOL
     domain: str | None = None
+    level: str | None = None
+    dedup: str | None = None
+    status: str | None = None
 
     @property
     def bucket(self) -> str:
@@ -67,10 +71,25 @@ def invocations_filtered(*, filters: InvocationFilter) -> QuerySet[ToolInvocatio
     qs = ToolInvocation.objects.filter(created_at__gte=filters.start, created_at__lt=filters.end)
     if filters.tool_name:
         qs = qs.filter(tool_name=filters.tool_name)
+    return _narrowed(qs, filters).order_by()  # no ORDER BY: it would defeat the GROUP BY plans
+
+
+def _narrowed(qs: QuerySet, filters: InvocationFilter) -> QuerySet:
+    """The domain / level / dedup / status filters, on tool_invocation or on the rollup's rows
+    (same column names)."""
     if filters.domain:
         qs = qs.filter(primary_domain=filters.domain)
-    # No ORDER BY: the model's default ordering would defeat the GROUP BY plans.
-    return qs.order_by()
+    if filters.level:
+        qs = qs.filter(level_filter_q(filters.level))
+    if filters.dedup:
+        qs = (
+            qs.filter(dedup_reason__isnull=True)
+            if filters.dedup == "none"
+            else qs.filter(dedup_reason=filters.dedup)
+        )
+    if filters.status:
+        qs = qs.filter(status=filters.status)
+    return qs
 
 
 def _answered(qs: QuerySet[ToolInvocation]) -> QuerySet[ToolInvocation]:
@@ -161,19 +180,21 @@ def _raw_facts(qs: QuerySet[ToolInvocation], *, bucket: str | None) -> Facts:
     )
 
 
-def _rollup_facts(*, days: list[date], filters: InvocationFilter) -> Facts:
+def _rollup_facts(*, days: list[date], filters: InvocationFilter, levels_only: bool = False) -> Facts:
     def rows(kind: str) -> QuerySet:
         return rollups.rollup_rows(kind=kind, days=days, tool_name=filters.tool_name, domain=filters.domain)
 
     facts = Facts()
     Kind = InvocationDailyRollup.Kind
     for r in (
-        rows(Kind.LEVEL)
+        _narrowed(rows(Kind.LEVEL), replace(filters, domain=None))
         .values("day", "relevance_level", "dedup_reason", "status", "similarity_bin")
         .annotate(n=Sum("calls"))
     ):
         t = rollups.day_start(r["day"])
         facts.levels[(t, r["relevance_level"], r["dedup_reason"], r["status"], r["similarity_bin"])] += r["n"]
+    if levels_only:
+        return facts
     for r in rows(Kind.LATENCY).values("value").annotate(n=Sum("calls")):
         facts.durations[r["value"]] += r["n"]
     for r in rows(Kind.NOT_FOUND).values("query").annotate(n=Sum("calls")):
@@ -184,24 +205,38 @@ def _rollup_facts(*, days: list[date], filters: InvocationFilter) -> Facts:
 
 
 def invocation_facts(
-    *, filters: InvocationFilter, use_rollups: bool = True, now: datetime | None = None
+    *,
+    filters: InvocationFilter,
+    use_rollups: bool = True,
+    levels_only: bool = False,
+    now: datetime | None = None,
 ) -> Facts:
-    """The facts of a dashboard range: ended whole days from the daily rollups (built on first
-    use), the rest from tool_invocation. ``use_rollups=False`` counts everything from
-    tool_invocation (the benchmark compares both)."""
-    if use_rollups:
+    """The facts of a range: ended whole days from the daily rollups, the rest from
+    tool_invocation. A view builds at most ``rollups.DAYS_BUILT_PER_VIEW`` missing days itself,
+    reads any others raw and queues their build. ``use_rollups=False`` counts everything from
+    tool_invocation (the benchmark and the tests compare both); ``levels_only`` skips the
+    latency, not-found and session facts (the invocation list charts only levels)."""
+    # Latency, not-found and session rollups have no level dimensions: with a level, dedup or
+    # status filter only the level facts can come from rollups.
+    if use_rollups and (levels_only or not (filters.level or filters.dedup or filters.status)):
         raw_ranges, days = rollups.rollup_plan(
             start=filters.start, end=filters.end, bucket=filters.bucket, now=now
         )
     else:
         raw_ranges, days = [(filters.start, filters.end)], []
+    if days:
+        ready = rollups.rollups_ensure(days, build_limit=rollups.DAYS_BUILT_PER_VIEW)
+        raw_ranges += rollups.day_ranges([d for d in days if d not in ready])
+        days = [d for d in days if d in ready]
     facts = Facts()
     for start, end in raw_ranges:
-        part = replace(filters, start=start, end=end)
-        facts.add(_raw_facts(invocations_filtered(filters=part), bucket=filters.bucket))
+        qs = invocations_filtered(filters=replace(filters, start=start, end=end))
+        if levels_only:
+            facts.add(Facts(levels=_level_facts(qs, bucket=filters.bucket)))
+        else:
+            facts.add(_raw_facts(qs, bucket=filters.bucket))
     if days:
-        rollups.rollups_ensure(days)
-        facts.add(_rollup_facts(days=days, filters=filters))
+        facts.add(_rollup_facts(days=days, filters=filters, levels_only=levels_only))
     return facts
 
 

@@ -33,7 +33,11 @@ class PlotlyFinder(BaseFinder):
     def check(self, **kwargs):
         missing = [name for name in FILES if not (self.location / name).is_file()]
         if missing:
-            return [Error(f"plotly package has no {', '.join(missing)} in {self.location}", id="observability.E001")]
+            return [
+                Error(
+                    f"plotly package has no {', '.join(missing)} in {self.location}", id="observability.E001"
+                )
+            ]
         return []
 
     def find(self, path, find_all=False, **kwargs):

@@ -8,7 +8,7 @@ one (it looks back ``ROLLUP_LOOKBACK_DAYS``) or by the first dashboard that need
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import date, timedelta
 
 from celery import shared_task
 from django.utils import timezone
@@ -21,9 +21,14 @@ ROLLUP_LOOKBACK_DAYS = 3
 
 
 @shared_task(name="observability.invocation_rollups_build")
-def invocation_rollups_build() -> int:
-    last = timezone.localtime(timezone.now() - GRACE).date()
-    built = rollups_ensure([last - timedelta(days=i) for i in range(ROLLUP_LOOKBACK_DAYS, 0, -1)])
-    if built:
-        logger.info("rolled up %d day(s) of tool invocations", built)
-    return built
+def invocation_rollups_build(days: list[str] | None = None) -> int:
+    """Roll up ``days`` (ISO dates; queued by a dashboard that needed more than it builds
+    itself), or by default the last ended days. Returns how many days are rolled up."""
+    if days:
+        wanted = [date.fromisoformat(d) for d in days]
+    else:
+        last = timezone.localtime(timezone.now() - GRACE).date()
+        wanted = [last - timedelta(days=i) for i in range(ROLLUP_LOOKBACK_DAYS, 0, -1)]
+    ready = rollups_ensure(wanted)
+    logger.info("%d of %d day(s) of tool invocations rolled up", len(ready), len(wanted))
+    return len(ready)

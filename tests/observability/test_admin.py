@@ -246,3 +246,48 @@ def test_detail_page_is_readable_and_takes_thumbs(admin_client, recent):
             reverse("admin:observability_toolinvocation_change", args=[inv.pk])
         ).content.decode()
     )
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {"level": "REFERENCE"},
+        {"level": "none", "tool_name": "lookup_knowledge"},
+        {"dedup": "doc_retrieved"},
+        {"status__exact": "ERROR"},
+        {"domain": "api"},
+        {"q": "查询 1"},  # a search: counted from the rows
+    ],
+)
+def test_changelist_charts_from_rollups_equal_counting_the_listed_rows(
+    admin_client, params, django_capture_on_commit_callbacks
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from observability import selectors
+    from tests.observability.factories import ToolInvocationFactory
+
+    now = timezone.now()
+    levels = ["PRECISE", "HIGHLY_RELEVANT", "REFERENCE", "DEDUPED", None]
+    for day in range(6):
+        for i in range(7):
+            level = levels[(i + day) % 5]
+            ToolInvocationFactory(
+                created_at=now - timedelta(days=day, minutes=10 * i + 1),
+                relevance_level=level,
+                dedup_reason="doc_retrieved" if level == "DEDUPED" else None,
+                domains=["api"] if i % 2 else ["infrastructure"],
+                status=ToolInvocation.Status.ERROR if i == 6 else ToolInvocation.Status.SUCCESS,
+                query=f"查询 {i % 3}",
+            )
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin_client.get(reverse("admin:observability_toolinvocation_changelist"), params)
+    listed = response.context["cl"].queryset
+    relevance, dedup = selectors.level_and_dedup_distributions(qs=listed)
+    drawn = _figure(response, "chart-relevance")["data"][0]
+    assert drawn["y"] == [row["count"] for row in relevance]
+    assert _figure(response, "chart-dedup")["data"][0]["y"] == [row["count"] for row in dedup]
+    assert sum(drawn["y"]) > 0 or params.get("status__exact") == "ERROR"

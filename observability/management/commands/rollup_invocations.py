@@ -30,5 +30,9 @@ class Command(BaseCommand):
                 invocation_rollup_build(day=day)
             built = len(wanted)
         else:
-            built = rollups_ensure(wanted)
+            from observability.models import InvocationRollupDay
+
+            before = InvocationRollupDay.objects.filter(day__in=wanted).count()
+            rollups_ensure(wanted)
+            built = InvocationRollupDay.objects.filter(day__in=wanted).count() - before
         self.stdout.write(f"rolled up {built} day(s) of {len(wanted)} ({wanted[0]} .. {wanted[-1]})")
