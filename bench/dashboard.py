@@ -405,8 +405,8 @@ def _pages(repeat: int) -> None:
         ("invocation list, unfiltered (charts over all rows)", changelist),
         ("invocation list, level=REFERENCE", changelist + "?level=REFERENCE"),
         (
-            "invocation list, one day (date filter)",
-            changelist + "?created_at__gte=2026-03-20&created_at__lt=2026-03-21",
+            "invocation list, one day (from/to filter)",
+            changelist + "?from=2026-03-20T00:00:00%2B00:00&to=2026-03-21T00:00:00%2B00:00",
         ),
     ]
     print("\nadmin pages (HTTP GET through Django, median)")
