@@ -164,6 +164,16 @@ def test_dashboard_draws_the_seeded_values(browser, live_server, seeded_calls):
     assert "level=REFERENCE" in browser.current_url
     counter = browser.find_element("css selector", "#changelist-form .paginator").text
     assert counter.startswith("5 ")
+    # The charts above the list follow its filter: only the REFERENCE bar is up.
+    _wait(
+        browser,
+        "const el = document.getElementById('chart-relevance'); return el && el.dataset.drawn === '1';",
+    )
+    listed = browser.execute_script(
+        "const gd = document.getElementById('chart-relevance'); return [gd._fullData[0].x, gd._fullData[0].y];"
+    )
+    assert dict(zip(*listed, strict=True)) == {label: 5 if label == "REFERENCE" else 0 for label in SEEDED}
+    browser.save_screenshot(str(SCREENSHOTS / "invocations.png"))
 
 
 def _login(browser, live_server) -> None:
