@@ -222,7 +222,8 @@ def document_index(*, document_id: int, final_attempt: bool = True) -> IndexResu
             return _document_index_locked(document_id=document_id, final_attempt=final_attempt)
     except LockTimeout as exc:
         if final_attempt:
-            raise
+            document_index_failed(document_id=document_id, reason=f"gave up waiting: {exc}")
+            return IndexResult(status=ApiDocument.Status.FAILED, error=str(exc))
         raise TemporaryIndexError(str(exc)) from exc
 
 

@@ -302,3 +302,39 @@ def test_indexing_is_queued_only_once_the_upload_commits(vector_store, django_ca
 
     doc.refresh_from_db()
     assert doc.status == ApiDocument.Status.INDEXED
+
+
+@pytest.mark.django_db(transaction=False)
+def test_an_unreachable_vector_store_is_retried_then_fails_with_the_reason(
+    settings, django_capture_on_commit_callbacks
+):
+    from config.celery import app
+    from knowledge.services.ingestion import TemporaryIndexError
+    from knowledge.tasks.indexing import index_document
+    from knowledge.vectorstore import reset_vector_store
+    from tests.conftest import free_port
+
+    settings.MILVUS_URI, settings.MILVUS_TIMEOUT = f"http://127.0.0.1:{free_port()}", 1
+    reset_vector_store()
+    try:
+        with django_capture_on_commit_callbacks(execute=False):
+            document_ingest(data=markdown("A", 1), name="a.md")
+        doc = ApiDocument.objects.get(doc_key="a.md")
+
+        with pytest.raises(TemporaryIndexError):
+            document_index(document_id=doc.id, final_attempt=False)
+        doc.refresh_from_db()
+        assert doc.status == ApiDocument.Status.PENDING and doc.error.startswith("will retry:")
+
+        # The task retries (eagerly: without its countdown) and, out of retries, records the failure.
+        propagates, app.conf.task_eager_propagates = app.conf.task_eager_propagates, False
+        try:
+            result = index_document.apply(args=(doc.id,))
+        finally:
+            app.conf.task_eager_propagates = propagates
+    finally:
+        reset_vector_store()
+    doc.refresh_from_db()
+    assert result.get() == ApiDocument.Status.FAILED
+    assert doc.status == ApiDocument.Status.FAILED and doc.error.startswith("vector store unavailable")
+    assert doc.chunks.count() == 0
