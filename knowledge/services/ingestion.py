@@ -92,14 +92,17 @@ def document_chunks(document: ApiDocument) -> list[Chunk]:
     )
 
 
-def _queue_index(document_id: int) -> None:
-    """Queue indexing once the surrounding transaction commits (the row must exist for the worker)."""
+def _queue_index(document_id: int, *, repair: bool = False) -> None:
+    """Queue indexing once the surrounding transaction commits (the row must exist for the worker).
+
+    ``repair``: the document's last run failed or died, so the run should ask Milvus for vectors
+    no chunk row knows of (see document_index)."""
 
     def send() -> None:
         from knowledge.tasks.indexing import index_document
 
         try:
-            index_document.delay(document_id)
+            index_document.delay(document_id, repair=repair)
         except Exception:
             # The document is committed as PENDING; a broker outage must not turn the upload into
             # an error page. `reindex` (or the pending sweep) queues it again.
@@ -175,11 +178,13 @@ def document_ingest(*, data: bytes, name: str, domain: str | None = None) -> Ing
             existing.status = ApiDocument.Status.PENDING
             existing.error = ""
             existing.save(update_fields=["status", "error", "updated_at"])
-            _queue_index(existing.id)
+            _queue_index(existing.id, repair=True)
             return IngestResult(outcome=UNCHANGED, name=name, document=existing, requeued=True)
         return IngestResult(outcome=UNCHANGED, name=name, document=existing)
 
     old_domain = existing.domain
+    # A previous run that failed or died may have left vectors behind; the status is reset below.
+    repair = existing.status != ApiDocument.Status.INDEXED or bool(existing.error)
     existing.title = parsed.title
     existing.domain = parsed.domain
     existing.content = parsed.body
@@ -188,7 +193,7 @@ def document_ingest(*, data: bytes, name: str, domain: str | None = None) -> Ing
     existing.status = ApiDocument.Status.PENDING
     existing.error = ""
     existing.save()
-    _queue_index(existing.id)
+    _queue_index(existing.id, repair=repair)
     _domains_changed(old_domain, existing.domain)
     return IngestResult(outcome=UPDATED, name=name, document=existing)
 
@@ -210,16 +215,18 @@ def _set_status(document_id: int, version: str, status: str, error: str = "") ->
     return bool(updated)
 
 
-def document_index(*, document_id: int, final_attempt: bool = True) -> IndexResult:
+def document_index(*, document_id: int, final_attempt: bool = True, repair: bool = False) -> IndexResult:
     """Chunk, embed and store one document's vectors; the work of the indexing task.
 
     Safe to run twice (same ids, same vectors). Permanent failures (the model fails, the
     collection was built for another model) end FAILED with the reason. A temporary one (Milvus
     unreachable) raises TemporaryIndexError unless ``final_attempt``, when it ends FAILED too.
+    ``repair`` (or a document left INDEXING/FAILED/with an error) makes the run also delete vectors
+    of the document that no chunk row backs, which costs a Milvus query.
     """
     try:
         with document_lock(document_id=document_id):
-            return _document_index_locked(document_id=document_id, final_attempt=final_attempt)
+            return _document_index_locked(document_id=document_id, final_attempt=final_attempt, repair=repair)
     except LockTimeout as exc:
         if final_attempt:
             document_index_failed(document_id=document_id, reason=f"gave up waiting: {exc}")
@@ -227,7 +234,7 @@ def document_index(*, document_id: int, final_attempt: bool = True) -> IndexResu
         raise TemporaryIndexError(str(exc)) from exc
 
 
-def _document_index_locked(*, document_id: int, final_attempt: bool) -> IndexResult:
+def _document_index_locked(*, document_id: int, final_attempt: bool, repair: bool) -> IndexResult:
     document = ApiDocument.objects.filter(id=document_id).first()
     if document is None:
         return IndexResult(status="gone")
@@ -236,8 +243,10 @@ def _document_index_locked(*, document_id: int, final_attempt: bool) -> IndexRes
     # A run that died mid-way (INDEXING left behind), failed or is being retried may have left
     # vectors no chunk row knows of: such a run asks Milvus what the document holds. A normal run
     # knows its stale ids from the previous chunk rows, which spares a Milvus query per document.
-    recovering = document.status in (ApiDocument.Status.INDEXING, ApiDocument.Status.FAILED) or bool(
-        document.error
+    recovering = (
+        repair
+        or document.status in (ApiDocument.Status.INDEXING, ApiDocument.Status.FAILED)
+        or bool(document.error)
     )
     if not _set_status(document_id, version, ApiDocument.Status.INDEXING):
         return IndexResult(status="superseded")
@@ -411,13 +420,14 @@ def documents_reindex(*, domain: str | None = None, document_ids: list[int] | No
         documents = documents.filter(domain=domain)
     if document_ids is not None:
         documents = documents.filter(id__in=document_ids)
-    ids = list(documents.values_list("id", flat=True))
-    ApiDocument.objects.filter(id__in=ids).update(
+    rows = list(documents.values_list("id", "status", "error"))
+    ApiDocument.objects.filter(id__in=[r[0] for r in rows]).update(
         status=ApiDocument.Status.PENDING, error="", updated_at=timezone.now()
     )
-    for document_id in ids:
-        _queue_index(document_id)
-    return len(ids)
+    for document_id, status, error in rows:
+        # Statuses are reset here, so whether a run must look for leftovers travels with the task.
+        _queue_index(document_id, repair=status != ApiDocument.Status.INDEXED or bool(error))
+    return len(rows)
 
 
 def vector_collection_recreate() -> tuple[str, int]:

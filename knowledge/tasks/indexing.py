@@ -35,10 +35,10 @@ def _backoff(retries: int) -> int:
 
 
 @shared_task(bind=True, name="knowledge.index_document", max_retries=MAX_RETRIES, acks_late=True)
-def index_document(self, document_id: int) -> str:
+def index_document(self, document_id: int, repair: bool = False) -> str:
     final = self.request.retries >= self.max_retries
     try:
-        result = document_index(document_id=document_id, final_attempt=final)
+        result = document_index(document_id=document_id, final_attempt=final, repair=repair)
     except TemporaryIndexError as exc:
         raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
     except SoftTimeLimitExceeded:

@@ -338,3 +338,19 @@ def test_an_unreachable_vector_store_is_retried_then_fails_with_the_reason(
     assert result.get() == ApiDocument.Status.FAILED
     assert doc.status == ApiDocument.Status.FAILED and doc.error.startswith("vector store unavailable")
     assert doc.chunks.count() == 0
+
+
+def test_retrying_a_failed_document_clears_vectors_its_failed_run_left(vector_store):
+    from knowledge.services.ingestion import documents_reindex
+
+    document_ingest(data=markdown("A", 1), name="a.md")
+    doc = ApiDocument.objects.get(doc_key="a.md")
+    # A run upserted a longer version, then failed: an orphan vector, and FAILED.
+    vector_store.upsert(
+        [ChunkVector("a.md#5", get_embedder().encode(["x"])[0].tolist(), "payment", "a.md", 5)]
+    )
+    ApiDocument.objects.filter(id=doc.id).update(status=ApiDocument.Status.FAILED, error="Milvus went away")
+
+    documents_reindex(document_ids=[doc.id])  # the admin's retry action
+
+    assert vector_store.chunk_ids(doc_key="a.md") == chunk_ids(doc)
