@@ -190,13 +190,14 @@ class _Holder:
 _holder = _Holder()
 
 
-def keyword_index_get() -> KeywordIndex:
-    """The process's L0 index, rebuilt when the corpus signature moved.
+def keyword_index_get(*, signature: tuple | None = None) -> KeywordIndex:
+    """The process's L0 index, rebuilt when the corpus signature moved (pass ``signature`` when
+    the caller already read it).
 
     While one thread rebuilds, the others keep answering from the previous index rather than
     queueing behind the rebuild; only the very first build makes callers wait.
     """
-    signature = corpus_signature()
+    signature = corpus_signature() if signature is None else signature
     holder = _holder
     if holder.index is not None and holder.signature == signature:
         return holder.index

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Q
-
 from knowledge.models import ApiDocument, DocumentChunk
 from retrieval.keyword_index import text_normalise
 from retrieval.normalisation import RelevanceLevel
@@ -81,18 +79,25 @@ def result_items_build(
     primary_doc = documents[primary.doc_key]
     primary_whole = primary_doc.content_len <= content_max_chars
     # Documents whose every chunk we read: L0 documents (to find the keyword) and a primary
-    # too long to send whole (for the window); the others need their one best chunk.
+    # too long to send whole (for the window); the others need their one best chunk. Two plain
+    # indexed queries: an OR of both conditions makes SQLite scan the whole chunk table.
     full_ids = {documents[c.doc_key].id for c in returned if c.via_l0 or c.chunk_index is None}
     if not primary_whole:
         full_ids.add(primary_doc.id)
-    condition = Q(document_id__in=full_ids) if full_ids else Q(pk__in=[])
-    for c in returned:
-        if documents[c.doc_key].id not in full_ids:
-            condition |= Q(document_id=documents[c.doc_key].id, chunk_index=c.chunk_index)
+    wanted = {
+        (documents[c.doc_key].id, c.chunk_index) for c in returned if documents[c.doc_key].id not in full_ids
+    }
+    fields = ("document_id", "chunk_index", "heading_path", "content")
+    rows = []
+    if full_ids:
+        rows += DocumentChunk.objects.filter(document_id__in=full_ids).values_list(*fields)
+    if wanted:
+        candidates = DocumentChunk.objects.filter(
+            document_id__in={d for d, _ in wanted}, chunk_index__in={i for _, i in wanted}
+        ).values_list(*fields)
+        rows += [row for row in candidates if (row[0], row[1]) in wanted]
     chunks_by_doc: dict[int, dict[int, _Chunk]] = {}
-    for document_id, index, heading_path, content in DocumentChunk.objects.filter(condition).values_list(
-        "document_id", "chunk_index", "heading_path", "content"
-    ):
+    for document_id, index, heading_path, content in rows:
         chunks_by_doc.setdefault(document_id, {})[index] = _Chunk(index, heading_path, content)
 
     primary_content = None

@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 from django.db import connection
@@ -164,3 +165,25 @@ def test_a_document_indexed_by_another_process_is_matched_without_a_restart():
     other_process("D.objects.filter(doc_key='w.md').delete()")
     assert _keys("ERR_WORKER") == []
     assert SERVICES_MODE
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_a_refresh_interval_changes_show_up_without_a_restart(settings):
+    """With RETRIEVAL_INDEX_REFRESH_MS set, the process's watcher thread re-reads the corpus
+    signature in the background (a lookup reads it itself only when the watcher is late), and
+    the lookup after a change sees it."""
+    from retrieval.corpus import corpus_signature, corpus_signature_forget
+
+    settings.RETRIEVAL_INDEX_REFRESH_MS = 50
+    corpus_signature_forget()
+    try:
+        before = corpus_signature()
+        _doc("late.md", "后来的文档", keywords=["ERR_LATE"])
+        deadline = time.monotonic() + 10
+        while corpus_signature() == before and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert corpus_signature() != before
+        assert _keys("ERR_LATE") == ["late.md"]
+    finally:
+        settings.RETRIEVAL_INDEX_REFRESH_MS = 0  # the watcher thread stops at its next wake-up
+        time.sleep(0.1)

@@ -64,3 +64,16 @@ def test_a_staff_applied_calibration_takes_effect_without_a_restart(settings, dj
     thresholds_cache_clear()
     assert current_thresholds().source == "settings"
     assert current_thresholds().reference == settings.RETRIEVAL_REFERENCE_THRESHOLD
+
+
+def test_manage_py_check_reports_bad_retrieval_settings(settings):
+    from retrieval.checks import retrieval_settings_check
+
+    assert retrieval_settings_check() == []
+    settings.RETRIEVAL_DOMAIN_DEDUP = "strict"
+    settings.RETRIEVAL_REFERENCE_THRESHOLD = 0.9
+    settings.RETRIEVAL_HIGHLY_RELEVANT_THRESHOLD = 0.8
+    messages = retrieval_settings_check()
+    assert [m.id for m in messages] == ["retrieval.E001", "retrieval.E002"]
+    assert "RETRIEVAL_HIGHLY_RELEVANT_THRESHOLD" in messages[0].msg
+    assert "RETRIEVAL_DOMAIN_DEDUP" in messages[1].msg
