@@ -68,6 +68,12 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--sections", type=int, default=4, help="sections per document (default 4)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--worker", action="store_true", help="index with a real Celery worker process")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=2,
+        help="worker processes with --worker (default 2, as the Procfile)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (its path is printed)")
     return parser.parse_args()
 
@@ -250,7 +256,7 @@ def run(args, settings, folder: Path, processes: list[subprocess.Popen]) -> None
         env = {**os.environ, "CELERY_TASK_ALWAYS_EAGER": "false"}
         processes.append(
             subprocess.Popen(
-                [str(Path(sys.executable).parent / "celery"), "-A", "config", "worker", "--concurrency", "1",
+                [str(Path(sys.executable).parent / "celery"), "-A", "config", "worker", "--concurrency", str(args.concurrency),
                  "--without-gossip", "--without-mingle", "--loglevel", "WARNING"],
                 cwd=REPO, env=env, stdout=open(worker_log, "wb"), stderr=subprocess.STDOUT,  # noqa: SIM115
             )
@@ -301,7 +307,11 @@ def run(args, settings, folder: Path, processes: list[subprocess.Popen]) -> None
     after[2].reset()
 
     # --- report ------------------------------------------------------------------------------
-    mode = "real Celery worker (filesystem broker, milvus-lite server)" if args.worker else "in-process"
+    mode = (
+        f"real Celery worker, concurrency {args.concurrency} (filesystem broker, milvus-lite server)"
+        if args.worker
+        else "in-process"
+    )
     print(
         f"\n  documents   {n_docs} ({failed} failed), chunks {n_chunks} ({n_chunks / max(n_docs, 1):.1f} per document)"
     )
