@@ -28,6 +28,7 @@ Prints figures only; asserts nothing about time.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import random
 import shutil
@@ -139,6 +140,10 @@ def _stop(proc: subprocess.Popen) -> None:
 def main() -> None:
     args = _parse_args()
     folder = Path(tempfile.mkdtemp(prefix="agentkb-bench-ingest-"))
+    if not args.keep:
+        # Registered before pymilvus starts embedded milvus-lite, so it runs after milvus-lite's
+        # own exit handler has written its files (exit handlers run last-registered first).
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
     processes: list[subprocess.Popen] = []
     try:
         os.environ.update(
@@ -177,8 +182,6 @@ def main() -> None:
             _stop(proc)
         if args.keep:
             print(f"\nkept {folder}")
-        else:
-            shutil.rmtree(folder, ignore_errors=True)
 
 
 def run(args, settings, folder: Path, processes: list[subprocess.Popen]) -> None:

@@ -55,6 +55,15 @@ class VectorHit:
     score: float  # raw squared L2 distance as Milvus returns it
 
 
+def _connection_lost(exc: Exception) -> bool:
+    """Whether a failure looks like the server going away (as opposed to a refused request)."""
+    text = str(exc).lower()
+    return any(
+        marker in text
+        for marker in ("cannot connect", "fail connecting", "unavailable", "connection", "deadline")
+    )
+
+
 def _quote(value: str) -> str:
     """A Milvus boolean-expression string literal."""
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
@@ -93,7 +102,11 @@ class VectorStore:
                     if self.is_embedded:
                         Path(self.uri).parent.mkdir(parents=True, exist_ok=True)
                     try:
+                        # dedicated: pymilvus otherwise shares one channel per URI between clients
+                        # and keeps it after close(), so a reset could never replace a dead one.
                         kwargs: dict[str, Any] = {"uri": self.uri, "timeout": self.timeout}
+                        if not self.is_embedded:
+                            kwargs["dedicated"] = True
                         if self.token:
                             kwargs["token"] = self.token
                         self._client = MilvusClient(**kwargs)
@@ -113,15 +126,31 @@ class VectorStore:
             self._loaded = False
 
     def _call(self, fn_name: str, *args, **kwargs):
-        """Call a client method; reload the collection once if a restarted server released it."""
+        """Call a client method; reload the collection once if a restarted server released it,
+        and connect afresh once if the connection broke."""
+        try:
+            return self._call_once(fn_name, *args, **kwargs)
+        except VectorStoreError as exc:
+            if not _connection_lost(exc):
+                raise
+        # pymilvus keeps a channel that saw its server go away failing even after the server is
+        # back ("Fail connecting to server"): drop it and try once on a new connection, so a
+        # restarted Milvus is used again without restarting this process.
+        self.reset()
+        return self._call_once(fn_name, *args, **kwargs)
+
+    def _call_once(self, fn_name: str, *args, **kwargs):
         try:
             return getattr(self.client(), fn_name)(*args, **kwargs)
         except VectorStoreError:
             raise
         except Exception as exc:
             if "released" in str(exc).lower() or "not loaded" in str(exc).lower():
-                self.client().load_collection(self.collection)
-                return getattr(self.client(), fn_name)(*args, **kwargs)
+                try:
+                    self.client().load_collection(self.collection)
+                    return getattr(self.client(), fn_name)(*args, **kwargs)
+                except Exception as again:
+                    raise VectorStoreError(f"Milvus {fn_name} failed: {again}") from again
             raise VectorStoreError(f"Milvus {fn_name} failed: {exc}") from exc
 
     def ping(self) -> None:
