@@ -145,6 +145,7 @@ def message_build(
     held_in_blocked_domain: list[str],
     domain_dedup: str,
     degraded: bool,
+    vector_search_down: bool = False,
 ) -> str:
     """The agent-facing message (Chinese, like the hints and the executor prompt)."""
     parts: list[str] = []
@@ -176,6 +177,12 @@ def message_build(
                 f"注意：域「{'、'.join(repeated)}」本会话此前已检索过，请先判断已有信息是否足够，"
                 "禁止换关键词重新检索。"
             )
-    if degraded:
+    if vector_search_down:
+        # Agents read this: say which part is missing so they can judge a "not found".
+        parts.append(
+            "（部分检索暂不可用：语义检索（semantic search，向量库）暂不可用，"
+            "本次结果仅来自关键词匹配，可能不完整。）"
+        )
+    elif degraded:
         parts.append("（部分检索暂不可用，本次结果可能不完整。）")
     return "".join(parts)

@@ -12,7 +12,10 @@
     shows ``retrievedDomainsThisSession`` as the call would have left it.
     Bad input raises ``LookupInputError`` (a ValidationError naming the field) after recording the
     failed call. When vector search or the action memory is down the lookup still answers from
-    what works, with status DEGRADED; any other failure is recorded as ERROR and re-raised.
+    what works, with status DEGRADED: without Milvus from the keyword index (L0) alone, with a
+message saying semantic search is unavailable; without Redis on this process's own action memory
+(``retrieval.tracker.fallback_tracker``, recorded as ``action_memory: memory-fallback`` in the
+details). Any other failure is recorded as ERROR and re-raised.
 
 ``session_retrievals_clear(*, session_id)``: forget what a session has retrieved.
 
@@ -44,7 +47,7 @@ from retrieval.normalisation import completeness_hint, similarity_from_l2
 from retrieval.ranking import DOMAIN_DEDUP_MODES, candidates_collect, selection_decide
 from retrieval.results import DocumentRow, message_build, result_items_build
 from retrieval.thresholds import current_thresholds
-from retrieval.tracker import SessionRetrievals, TrackerUnavailable, get_tracker
+from retrieval.tracker import TrackerUnavailable, fallback_tracker, get_tracker, tracker_backend
 from retrieval.vector_search import l1_search
 
 logger = logging.getLogger(__name__)
@@ -238,14 +241,17 @@ def _lookup_run(
     timings: dict[str, float] = {}
     degraded: list[str] = []
     tracker = get_tracker()
+    action_memory = tracker_backend()
 
     t = time.perf_counter()
     try:
         memory = tracker.snapshot(session_id)
     except TrackerUnavailable as exc:
-        logger.warning("lookup without action memory: %s", exc)
-        degraded.append(f"action memory unavailable: {exc}")
-        memory = SessionRetrievals()
+        # Policy: fall back to this process's own memory for the outage (see fallback_tracker).
+        logger.warning("action memory unavailable, using this process's memory: %s", exc)
+        degraded.append(f"action memory unavailable (using this process's memory): {exc}")
+        tracker, action_memory = fallback_tracker(), "memory-fallback"
+        memory = tracker.snapshot(session_id)
     timings["tracker_ms"] = _ms(time.perf_counter() - t)
 
     t = time.perf_counter()
@@ -256,12 +262,14 @@ def _lookup_run(
     hits = []
     embedding_model = None
     vector_cached = l1_cached = False
+    vector_search_down = False
     timings["embed_ms"] = timings["search_ms"] = 0.0
     try:
         l1 = l1_search(query=query, top_k=top_k, signature=signature)
     except (EmbeddingError, VectorStoreError) as exc:
         logger.warning("lookup without vector search: %s", exc)
         degraded.append(f"vector search unavailable: {exc}")
+        vector_search_down = True
     else:
         hits = list(l1.hits)
         embedding_model = l1.embedding_model
@@ -327,8 +335,10 @@ def _lookup_run(
         try:
             domains_after = tracker.mark_many(session_id, marks)
         except TrackerUnavailable as exc:
-            logger.warning("lookup could not mark the session: %s", exc)
-            degraded.append(f"action memory unavailable: {exc}")
+            logger.warning("lookup could not mark the session, marked in this process: %s", exc)
+            degraded.append(f"action memory unavailable (marked in this process's memory): {exc}")
+            action_memory = "memory-fallback"
+            domains_after = fallback_tracker().mark_many(session_id, marks)
         timings["tracker_ms"] = round(timings["tracker_ms"] + _ms(time.perf_counter() - t), 2)
 
     level = selection.level
@@ -339,6 +349,7 @@ def _lookup_run(
         held_in_blocked_domain=memory.domains.get(selection.blocked_domain or "", []),
         domain_dedup=mode,
         degraded=bool(degraded),
+        vector_search_down=vector_search_down,
     )
     body = {
         "found": selection.found,
@@ -395,6 +406,8 @@ def _lookup_run(
         "query_vector_cached": vector_cached,
         "l1_cached": l1_cached,
         "degraded": degraded,
+        "action_memory": action_memory,
+        "vector_search": "unavailable" if vector_search_down else "ok",
         "timings": timings,
     }
     status = ToolInvocation.Status.DEGRADED if degraded else ToolInvocation.Status.SUCCESS

@@ -15,12 +15,16 @@ if REDIS_URL:
         "default": {
             "BACKEND": "django_redis.cache.RedisCache",
             "LOCATION": REDIS_URL,
-            "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 2, "SOCKET_TIMEOUT": 2},
+            # IGNORE_EXCEPTIONS: with Redis down a cache read is a miss, not a 500; the per-token
+            # throttle (the cache's main user) then lets calls through until Redis is back.
+            "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 2, "SOCKET_TIMEOUT": 2, "IGNORE_EXCEPTIONS": True},
             "KEY_PREFIX": "agentkb",
         }
     }
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# An ignored cache error is still logged (logger django_redis.cache), so an outage shows.
+DJANGO_REDIS_LOG_IGNORED_EXCEPTIONS = True
 
 # --- Celery ------------------------------------------------------------------------------------
 # The embedded default uses kombu's filesystem transport: a real worker process, no server.

@@ -28,6 +28,7 @@ __all__ = [
     "RetrievedDocTracker",
     "SessionRetrievals",
     "TrackerUnavailable",
+    "fallback_tracker",
     "get_tracker",
     "reset_tracker",
     "tracker_backend",
@@ -36,6 +37,7 @@ __all__ = [
 BACKENDS = ("memory", "redis")
 
 _tracker: RetrievedDocTracker | None = None
+_fallback: MemoryTracker | None = None
 _lock = threading.Lock()
 
 
@@ -66,8 +68,25 @@ def get_tracker() -> RetrievedDocTracker:
     return _tracker
 
 
+def fallback_tracker() -> MemoryTracker:
+    """The in-process store a lookup uses while the configured (Redis) store does not answer.
+
+    Policy (README "When something fails"): during a Redis outage each web process remembers its
+    own sessions' retrievals, so repeated lookups landing on one process are still deduplicated;
+    a session served by several processes may be shown a document twice. Nothing is written back
+    to Redis when it returns: the outage's marks expire with the process's memory.
+    """
+    global _fallback
+    if _fallback is None:
+        with _lock:
+            if _fallback is None:
+                _fallback = MemoryTracker(ttl=int(settings.RETRIEVAL_SESSION_TTL))
+    return _fallback
+
+
 def reset_tracker() -> None:
     """Forget the process's store (settings changed, or a test wants a fresh one)."""
-    global _tracker
+    global _tracker, _fallback
     with _lock:
         _tracker = None
+        _fallback = None
