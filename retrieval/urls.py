@@ -1,6 +1,6 @@
 from django.urls import path
 
-from retrieval import apis
+from retrieval import apis, dify_apis
 
 app_name = "retrieval"
 
@@ -14,4 +14,6 @@ urlpatterns = [
         name="session-retrievals",
     ),
     path("prompts/executor", apis.ExecutorPromptApi.as_view(), name="executor-prompt"),
+    # Dify appends "/retrieval" to the endpoint registered there: register ".../api/dify".
+    path("dify/retrieval", dify_apis.DifyRetrievalApi.as_view(), name="dify-retrieval"),
 ]

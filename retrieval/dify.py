@@ -1,0 +1,364 @@
+"""Dify's External Knowledge API (``POST /api/dify/retrieval``): agentkb as a Dify knowledge base.
+
+``dify_retrieve(*, body, agent)`` validates Dify's request body, searches the chunks of one domain
+(``knowledge_id`` = a domain id) or of all domains (``*``) by vector similarity, keeps chunks whose
+normalised similarity (the lookup's ``1 - min(d, max_l2) / max_l2``, 0..1) reaches
+``retrieval_setting.score_threshold`` and whose document passes ``metadata_condition``, and answers
+at most ``top_k`` of them, best first, as Dify ``records``. Every call is recorded as a tool
+invocation named ``dify_retrieval``.
+
+Dify keeps its own conversation state, so there is no action memory here: the same query gets the
+same records every time. Exact keyword matching (the lookup's L0) is not used either: Dify ranks
+by score, and a keyword match has none.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+
+from knowledge.embeddings import EmbeddingError
+from knowledge.models import ApiDocument, DocumentChunk, KnowledgeDomain
+from knowledge.vectorstore import VectorStoreError, get_vector_store
+from observability.models import ToolInvocation
+from observability.services import invocation_record
+from retrieval.normalisation import similarity_from_l2
+from retrieval.thresholds import current_thresholds
+from retrieval.vector_search import query_vector
+
+TOOL_NAME = "dify_retrieval"
+ALL_DOMAINS = "*"
+MAX_TOP_K = 100
+# Chunks fetched from Milvus per requested record: metadata filters and the threshold drop some.
+FETCH_FACTOR = 4
+METADATA_FIELDS = ("domain", "title", "keywords")
+STRING_OPERATORS = ("is", "is not", "contains", "not contains", "start with", "end with")
+LIST_OPERATORS = ("in", "not in")
+VALUELESS_OPERATORS = ("empty", "not empty")
+OPERATORS = STRING_OPERATORS + LIST_OPERATORS + VALUELESS_OPERATORS
+
+
+class DifyInputError(ValidationError):
+    """A request body Dify's contract does not allow; the message names the field."""
+
+
+class UnknownKnowledge(Exception):
+    """``knowledge_id`` names no domain (Dify error 2001)."""
+
+
+class SearchUnavailable(Exception):
+    """The embedding model or Milvus did not answer."""
+
+
+@dataclass(frozen=True)
+class Condition:
+    names: tuple[str, ...]
+    operator: str
+    value: Any
+
+    def holds(self, document: dict[str, Any]) -> bool:
+        # A condition naming several fields holds when it holds for any of them.
+        return any(_compare(document[name], self.operator, self.value) for name in self.names)
+
+
+@dataclass(frozen=True)
+class DifyRequest:
+    knowledge_id: str
+    query: str
+    top_k: int
+    score_threshold: float
+    logical_operator: str
+    conditions: tuple[Condition, ...]
+
+    def passes(self, document: dict[str, Any]) -> bool:
+        if not self.conditions:
+            return True
+        results = (c.holds(document) for c in self.conditions)
+        return any(results) if self.logical_operator == "or" else all(results)
+
+
+def _fail(field: str, message: str) -> DifyInputError:
+    return DifyInputError({field: [message]})
+
+
+def dify_request_clean(body: Any) -> DifyRequest:
+    """Validate Dify's body; raise DifyInputError naming the first field at fault."""
+    if not isinstance(body, dict):
+        raise _fail("body", "must be a JSON object")
+    knowledge_id = body.get("knowledge_id")
+    if not isinstance(knowledge_id, str) or not knowledge_id.strip():
+        raise _fail("knowledge_id", "a domain id or '*' is required")
+    query = body.get("query")
+    if not isinstance(query, str) or not query.strip():
+        raise _fail("query", "a non-blank string is required")
+    query = query.strip()
+    if len(query) > settings.RETRIEVAL_MAX_QUERY_CHARS:
+        raise _fail("query", f"at most {settings.RETRIEVAL_MAX_QUERY_CHARS} characters (it has {len(query)})")
+
+    setting = body.get("retrieval_setting")
+    if not isinstance(setting, dict):
+        raise _fail("retrieval_setting", "an object with top_k and score_threshold is required")
+    top_k = setting.get("top_k")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
+        raise _fail("retrieval_setting.top_k", f"an integer between 1 and {MAX_TOP_K} is required")
+    threshold = setting.get("score_threshold", 0.0)
+    if threshold is None:
+        threshold = 0.0  # Dify sends 0.0 when its threshold switch is off; tolerate null too
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 <= threshold <= 1:
+        raise _fail("retrieval_setting.score_threshold", "a number between 0 and 1 is required")
+
+    logical, conditions = _conditions_clean(body.get("metadata_condition"))
+    return DifyRequest(knowledge_id.strip(), query, top_k, float(threshold), logical, conditions)
+
+
+def _conditions_clean(raw: Any) -> tuple[str, tuple[Condition, ...]]:
+    if raw is None:
+        return "and", ()
+    if not isinstance(raw, dict):
+        raise _fail("metadata_condition", "must be an object")
+    logical = raw.get("logical_operator") or "and"
+    if logical not in ("and", "or"):
+        raise _fail("metadata_condition.logical_operator", "must be 'and' or 'or'")
+    items = raw.get("conditions")
+    if items is None:
+        items = []
+    if not isinstance(items, list):
+        raise _fail("metadata_condition.conditions", "must be a list")
+    conditions = []
+    for i, item in enumerate(items):
+        where = f"metadata_condition.conditions[{i}]"
+        if not isinstance(item, dict):
+            raise _fail(where, "must be an object")
+        names = item.get("name")
+        # Dify's documentation has shown ``name`` both as a string and as a list of strings.
+        names = [names] if isinstance(names, str) else names
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+            raise _fail(f"{where}.name", "a metadata name (or a list of them) is required")
+        unknown = [n for n in names if n not in METADATA_FIELDS]
+        if unknown:
+            raise _fail(
+                f"{where}.name", f"unknown metadata {unknown[0]!r}; one of {', '.join(METADATA_FIELDS)}"
+            )
+        operator = item.get("comparison_operator")
+        if operator not in OPERATORS:
+            raise _fail(f"{where}.comparison_operator", f"must be one of: {', '.join(OPERATORS)}")
+        value = item.get("value")
+        if operator in LIST_OPERATORS:
+            if isinstance(value, str):
+                value = [v.strip() for v in value.split(",") if v.strip()]
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise _fail(f"{where}.value", f"'{operator}' needs a list of strings")
+            value = tuple(value)
+        elif operator in STRING_OPERATORS:
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                value = str(value)
+            if not isinstance(value, str):
+                raise _fail(f"{where}.value", f"'{operator}' needs a string")
+        conditions.append(Condition(tuple(names), operator, value))
+    return logical, tuple(conditions)
+
+
+def _compare(field: str | list[str], operator: str, value: Any) -> bool:
+    """Strings compare as such; keywords (a list) match when any keyword does, and "is not" /
+    "not contains" / "not in" hold when no keyword matches."""
+    if operator == "empty":
+        return not field
+    if operator == "not empty":
+        return bool(field)
+    negated = operator in ("is not", "not contains", "not in")
+    positive = {"is not": "is", "not contains": "contains", "not in": "in"}.get(operator, operator)
+    values = field if isinstance(field, list) else [field]
+    hit = any(_match(v, positive, value) for v in values)
+    return not hit if negated else hit
+
+
+def _match(field: str, operator: str, value: Any) -> bool:
+    if operator == "is":
+        return field == value
+    if operator == "contains":
+        return value.casefold() in field.casefold()
+    if operator == "start with":
+        return field.casefold().startswith(value.casefold())
+    if operator == "end with":
+        return field.casefold().endswith(value.casefold())
+    if operator == "in":
+        return field in value
+    raise AssertionError(operator)
+
+
+def _keywords(metadata: dict | None) -> list[str]:
+    raw = (metadata or {}).get("keywords") or []
+    if isinstance(raw, str):
+        raw = raw.split(",")
+    return [str(k).strip() for k in raw if str(k).strip()]
+
+
+def _knowledge_exists(knowledge_id: str) -> bool:
+    if knowledge_id == ALL_DOMAINS:
+        return True
+    return (
+        KnowledgeDomain.objects.filter(domain_id=knowledge_id).exists()
+        or ApiDocument.objects.filter(domain=knowledge_id).exists()
+    )
+
+
+def _search(request: DifyRequest) -> tuple[list[dict], dict]:
+    max_l2 = current_thresholds().max_l2_distance
+    store = get_vector_store()
+    try:
+        vector, model_name, _, embed_ms = query_vector(request.query)
+        started = time.perf_counter()
+        fetch = min(max(request.top_k * FETCH_FACTOR, settings.RETRIEVAL_TOP_K), MAX_TOP_K * FETCH_FACTOR)
+        domain = None if request.knowledge_id == ALL_DOMAINS else request.knowledge_id
+        try:
+            hits = store.search(vector.tolist(), top_k=fetch, domain=domain)
+        except VectorStoreError:
+            if store.exists():
+                raise
+            hits = []  # nothing was ever indexed
+        search_ms = (time.perf_counter() - started) * 1000
+    except (EmbeddingError, VectorStoreError) as exc:
+        raise SearchUnavailable(f"vector search unavailable: {exc}") from exc
+
+    started = time.perf_counter()
+    documents = {
+        row["doc_key"]: row
+        for row in ApiDocument.objects.filter(
+            doc_key__in={h.doc_key for h in hits}, status=ApiDocument.Status.INDEXED
+        ).values("id", "doc_key", "title", "domain", "metadata")
+    }
+    chosen = []
+    for hit in hits:  # closest first
+        document = documents.get(hit.doc_key)
+        if document is None:
+            continue
+        similarity = similarity_from_l2(hit.score, max_l2=max_l2)
+        if similarity < request.score_threshold:
+            break
+        fields = {
+            "domain": document["domain"],
+            "title": document["title"],
+            "keywords": _keywords(document["metadata"]),
+        }
+        if not request.passes(fields):
+            continue
+        chosen.append((hit, document, similarity, fields["keywords"]))
+        if len(chosen) == request.top_k:
+            break
+    chunks = {
+        (c.document_id, c.chunk_index): c
+        for c in DocumentChunk.objects.filter(
+            document_id__in={d["id"] for _, d, _, _ in chosen},
+            chunk_index__in={h.chunk_index for h, _, _, _ in chosen},
+        ).only("document_id", "chunk_index", "heading_path", "content")
+    }
+    records = []
+    for hit, document, similarity, keywords in chosen:
+        chunk = chunks.get((document["id"], hit.chunk_index))
+        if chunk is None:  # re-indexed between search and read: the next call sees the new chunks
+            continue
+        records.append(
+            {
+                "content": chunk.content,
+                "score": round(similarity, 4),
+                "title": document["title"],
+                "metadata": {
+                    "path": document["doc_key"],
+                    "doc_key": document["doc_key"],
+                    "domain": document["domain"],
+                    "heading_path": chunk.heading_path,
+                    "chunk_index": hit.chunk_index,
+                    "keywords": keywords,
+                },
+            }
+        )
+    top = similarity_from_l2(hits[0].score, max_l2=max_l2) if hits else None
+    details = {
+        "knowledge_id": request.knowledge_id,
+        "query": request.query,
+        "top_k": request.top_k,
+        "score_threshold": request.score_threshold,
+        "metadata_condition": {
+            "logical_operator": request.logical_operator,
+            "conditions": [
+                {"name": list(c.names), "comparison_operator": c.operator, "value": c.value}
+                for c in request.conditions
+            ],
+        },
+        "embedding_model": model_name,
+        "l1_top_score": hits[0].score if hits else None,
+        "l1_top_similarity": None if top is None else round(top, 4),
+        "l1_candidates": [
+            {
+                "doc_key": h.doc_key,
+                "domain": h.domain,
+                "chunk_index": h.chunk_index,
+                "score": h.score,
+                "similarity": round(similarity_from_l2(h.score, max_l2=max_l2), 6),
+                "indexed": h.doc_key in documents,
+            }
+            for h in hits
+        ],
+        "returned_doc_keys": [r["metadata"]["doc_key"] for r in records],
+        "returned_domains": list(dict.fromkeys(r["metadata"]["domain"] for r in records)),
+        "timings": {
+            "embed_ms": round(embed_ms, 2),
+            "search_ms": round(search_ms, 2),
+            "db_ms": round((time.perf_counter() - started) * 1000, 2),
+        },
+    }
+    return records, details
+
+
+def dify_retrieve(*, body: Any, agent: str) -> list[dict]:
+    """Dify's records for ``body`` (see the module docstring). Raises DifyInputError,
+    UnknownKnowledge or SearchUnavailable after recording the failed call."""
+    started = time.perf_counter()
+    request_record = {"source": "dify", "agent": agent}
+    if isinstance(body, dict):
+        request_record.update(
+            {k: body.get(k) for k in ("knowledge_id", "query", "retrieval_setting", "metadata_condition")}
+        )
+        if isinstance(request_record.get("query"), str):
+            request_record["query"] = request_record["query"][:4000]
+
+    def record(status: str, summary: str, *, error: str = "", details: dict | None = None) -> None:
+        invocation_record(
+            tool_name=TOOL_NAME,
+            session_id="",
+            request=request_record,
+            status=status,
+            duration_ms=round((time.perf_counter() - started) * 1000),
+            result_summary=summary,
+            error=error,
+            retrieval_details=details,
+        )
+
+    try:
+        request = dify_request_clean(body)
+    except DifyInputError as exc:
+        record(ToolInvocation.Status.ERROR, "invalid input", error=dify_error_message(exc))
+        raise
+    if not _knowledge_exists(request.knowledge_id):
+        record(
+            ToolInvocation.Status.ERROR, "unknown knowledge_id", error=f"no domain {request.knowledge_id!r}"
+        )
+        raise UnknownKnowledge(f"The knowledge does not exist: no domain {request.knowledge_id!r}")
+    try:
+        records, details = _search(request)
+    except SearchUnavailable as exc:
+        record(ToolInvocation.Status.ERROR, "error", error=str(exc))
+        raise
+    details["timings"]["total_ms"] = round((time.perf_counter() - started) * 1000, 2)
+    summary = f"{len(records)} records" + (f": {records[0]['metadata']['doc_key']}" if records else "")
+    record(ToolInvocation.Status.SUCCESS, summary, details=details)
+    return records
+
+
+def dify_error_message(exc: ValidationError) -> str:
+    field, messages = next(iter(exc.message_dict.items()))
+    return f"{field}: {' '.join(messages)}"

@@ -1,0 +1,87 @@
+"""``POST /api/dify/retrieval``: Dify's External Knowledge API over retrieval.dify.
+
+Dify's contract, not the project's: ``Authorization: Bearer <tool token>`` and errors as
+``{"error_code", "error_msg"}``: 1001 malformed Authorization header (403), 1002 failed key (403),
+2001 unknown knowledge_id (404). Codes Dify does not define are agentkb's own: 3001 invalid
+body (400), 3002 throttled (429), 5001 vector search unavailable (503).
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import exceptions
+from rest_framework.authentication import BaseAuthentication
+from rest_framework.authtoken.models import Token
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from config.exception_handlers import _first_message
+from retrieval.dify import (
+    DifyInputError,
+    SearchUnavailable,
+    UnknownKnowledge,
+    dify_error_message,
+    dify_retrieve,
+)
+from retrieval.throttling import ToolTokenThrottle
+
+
+class DifyError(exceptions.APIException):
+    def __init__(self, status: int, error_code: int, message: str):
+        self.status_code = status
+        self.error_code = error_code
+        super().__init__(message)
+
+
+class DifyBearerAuthentication(BaseAuthentication):
+    """The tool token as Dify sends its API key: ``Authorization: Bearer <key>``."""
+
+    def authenticate(self, request):
+        scheme, _, key = request.META.get("HTTP_AUTHORIZATION", "").strip().partition(" ")
+        key = key.strip()
+        if scheme != "Bearer" or not key or " " in key:
+            raise DifyError(
+                403, 1001, "Invalid Authorization header format. Expected 'Bearer <api-key>' format."
+            )
+        token = Token.objects.select_related("user").filter(key=key).first()
+        if token is None or not token.user.is_active:
+            raise DifyError(403, 1002, "Authorization failed")
+        return token.user, token
+
+
+def dify_exception_handler(exc, context):
+    if isinstance(exc, DifyError):
+        status, code, message = exc.status_code, exc.error_code, str(exc.detail)
+    elif isinstance(exc, DifyInputError):
+        status, code, message = 400, 3001, dify_error_message(exc)
+    elif isinstance(exc, UnknownKnowledge):
+        status, code, message = 404, 2001, str(exc)
+    elif isinstance(exc, SearchUnavailable):
+        status, code, message = 503, 5001, str(exc)
+    elif isinstance(exc, exceptions.Throttled):
+        status, code, message = 429, 3002, _first_message(exc.detail)
+    elif isinstance(exc, exceptions.APIException):  # malformed JSON, wrong method...
+        status, code, message = exc.status_code, 3001, _first_message(exc.detail)
+    else:
+        return None
+    return Response({"error_code": code, "error_msg": message}, status=status)
+
+
+class DifyRetrievalApi(APIView):
+    authentication_classes = [DifyBearerAuthentication]
+    throttle_classes = [ToolTokenThrottle]
+
+    def get_exception_handler(self):
+        return dify_exception_handler
+
+    @extend_schema(
+        operation_id="dify_retrieval",
+        request=OpenApiTypes.OBJECT,
+        responses={200: OpenApiTypes.OBJECT},
+        description="Dify External Knowledge API: register `<agentkb>/api/dify` as the endpoint, a "
+        "tool token as the API key and a domain id (or `*`) as the external knowledge ID.",
+    )
+    def post(self, request):
+        records = dify_retrieve(body=request.data, agent=request.user.get_username())
+        return Response({"records": records})
