@@ -47,6 +47,14 @@ class ChunkVector:
 
 
 @dataclass(frozen=True)
+class VectorEntry:
+    chunk_id: str
+    doc_key: str
+    domain: str
+    chunk_index: int
+
+
+@dataclass(frozen=True)
 class VectorHit:
     chunk_id: str
     doc_key: str
@@ -254,6 +262,34 @@ class VectorStore:
             if len(rows) < page:
                 return ids
             offset += page
+
+    def entries(self, *, batch_size: int = 1000) -> list[VectorEntry]:
+        """Every stored row without its vector (chunk id, doc key, domain, index): for
+        ``check_index``. An iterator, because Milvus refuses offset + limit above 16,384."""
+        if not self.exists():
+            return []
+        fields = ["chunk_id", "doc_key", "domain", "chunk_index"]
+        iterator = self._call(
+            "query_iterator",
+            self.collection,
+            batch_size=batch_size,
+            filter='chunk_id != ""',
+            output_fields=fields,
+        )
+        found: list[VectorEntry] = []
+        try:
+            while True:
+                try:
+                    rows = iterator.next()
+                except Exception as exc:
+                    raise VectorStoreError(f"Milvus query_iterator failed: {exc}") from exc
+                if not rows:
+                    return found
+                found.extend(
+                    VectorEntry(r["chunk_id"], r["doc_key"], r["domain"], int(r["chunk_index"])) for r in rows
+                )
+        finally:
+            iterator.close()
 
     def vectors(self, chunk_ids: list[str]) -> dict[str, list[float]]:
         """The stored vectors of these chunks (missing ids are absent): for checks and repairs."""

@@ -11,3 +11,6 @@ from config.settings.knowledge import *  # noqa: F403
 from config.settings.observability import *  # noqa: F403
 from config.settings.retrieval import *  # noqa: F403
 from config.settings.services import *  # noqa: F403
+
+# Each app's settings module names its own beat entries; beat reads one schedule.
+CELERY_BEAT_SCHEDULE = {**CELERY_BEAT_SCHEDULE, **KNOWLEDGE_BEAT_SCHEDULE}  # noqa: F405

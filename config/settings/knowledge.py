@@ -1,4 +1,6 @@
-"""Ingestion: upload limits and chunking."""
+"""Ingestion: upload limits and chunking; upkeep of the index (pending sweep, nightly check)."""
+
+from celery.schedules import crontab
 
 from config.env import env
 
@@ -15,3 +17,17 @@ DATA_UPLOAD_MAX_NUMBER_FILES = max(100, INGEST_MAX_FILES_PER_UPLOAD + 1)
 # A domain's when_to_retrieve is regenerated this many seconds after the last change to its
 # documents: a burst of uploads inside the window costs one LLM call.
 DOMAIN_SUMMARY_DEBOUNCE_SECONDS = env.float("DOMAIN_SUMMARY_DEBOUNCE_SECONDS", default=10.0)
+
+# --- Upkeep (knowledge/services/maintenance.py) ---------------------------------------------------
+# A document PENDING this long is queued again by the sweep (its message was lost or the broker
+# was down at upload); younger ones are most likely still in the queue.
+INGEST_REQUEUE_AFTER_SECONDS = env.int("INGEST_REQUEUE_AFTER_SECONDS", default=300)
+# Hour (UTC) of the nightly `check_index --repair` run by beat.
+INDEX_CHECK_HOUR = env.int("INDEX_CHECK_HOUR", default=3)
+KNOWLEDGE_BEAT_SCHEDULE = {
+    "knowledge-pending-requeue": {"task": "knowledge.pending_documents_requeue", "schedule": 5 * 60},
+    "knowledge-index-check": {
+        "task": "knowledge.index_check",
+        "schedule": crontab(hour=INDEX_CHECK_HOUR, minute=17),
+    },
+}

@@ -43,7 +43,12 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "polling_interval": 0.1,
     }
 else:
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+    # A message taken by a worker that dies (SIGKILL, OOM, lost host) is delivered again after
+    # this many seconds (acks_late): keep it above CELERY_TASK_TIME_LIMIT, or a slow task that is
+    # still running would be delivered to a second worker too.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": env.int("CELERY_BROKER_VISIBILITY_TIMEOUT", default=3600)
+    }
 CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default=None) or None
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_TASK_DEFAULT_QUEUE", default="celery")

@@ -1,0 +1,26 @@
+"""Periodic upkeep run by Celery beat (CELERY_BEAT_SCHEDULE in config/settings/knowledge.py).
+
+Thin: each calls a service of knowledge.services.maintenance and returns a summary for the log.
+"""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from knowledge.services.maintenance import documents_pending_requeue, index_check
+
+
+@shared_task(name="knowledge.pending_documents_requeue")
+def pending_documents_requeue() -> dict:
+    """Every few minutes: queue documents left PENDING (broker down at upload, message lost)."""
+    result = documents_pending_requeue()
+    return {"queued": len(result.queued), "failed": len(result.failed)}
+
+
+@shared_task(name="knowledge.index_check", acks_late=True)
+def index_check_repair() -> dict:
+    """Nightly: compare the database with Milvus and repair what differs."""
+    report = index_check(repair=True)
+    return {
+        key: (len(value) if isinstance(value, list) else value) for key, value in report.as_dict().items()
+    }
