@@ -1,0 +1,100 @@
+"""examples/openai_agent.py, run as a script against a live agentkb and the fake OpenAI server.
+
+The fake model never stops asking for lookups (new queries, paraphrases, repeats, even after tools
+are switched off): the loop must still end, and agentkb's action memory must never hand a
+document over twice.
+"""
+
+import itertools
+import json
+import subprocess
+import sys
+
+import pytest
+
+from observability.models import ToolInvocation
+from retrieval.selectors import executor_prompt_get, lookup_tool_definition
+from retrieval.tokens import tool_token_issue
+from tests.conftest import REPO
+from tests.retrieval.conftest import seed_documents
+from tests.support.fake_openai import Reply, tool_call
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+QUERIES = [
+    "数据库连接池配置",
+    "数据库连接池怎么设置",
+    "ERR_TIMEOUT",
+    "连接池配置方法",
+    "故障排查",
+    "ERR_TIMEOUT",
+]
+
+
+def test_a_model_that_keeps_looking_up_ends_with_no_document_fetched_twice(
+    corpus, live_server, fake_openai, settings
+):
+    seed_documents(corpus)
+    token = tool_token_issue(name="example-agent")
+    queries = itertools.cycle(QUERIES)
+
+    def always_look_up(body):
+        # Two lookups per turn, whatever the conversation says.
+        return Reply(
+            tool_calls=[
+                tool_call("lookup_knowledge", {"query": next(queries), "session_id": "model-made-up"}),
+                tool_call("lookup_knowledge", {"query": next(queries)}),
+            ]
+        )
+
+    fake_openai.responder = always_look_up
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "AGENTKB_URL": live_server.url,
+        "AGENTKB_TOKEN": token.key,
+        "OPENAI_BASE_URL": fake_openai.base_url,
+        "OPENAI_API_KEY": "test-key",
+        "OPENAI_MODEL": "fake-model",
+    }
+    result = subprocess.run(
+        [sys.executable, "examples/openai_agent.py", "数据库连接池怎么配置？", "--max-turns", "10"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stderr.strip().splitlines()[-1])
+
+    # The loop ended on its own, well before --max-turns, with a last call that offered no tools.
+    requests = fake_openai.chat_requests()
+    assert len(requests) < 10
+    assert "tools" not in requests[-1].body and all("tools" in r.body for r in requests[:-1])
+
+    # It used agentkb's tool definition and executor prompt as they are served.
+    first = requests[0].body
+    assert first["tools"] == [json.loads(json.dumps(lookup_tool_definition()))]
+    assert first["messages"][0] == {"role": "system", "content": executor_prompt_get()}
+    assert first["messages"][1] == {"role": "user", "content": "数据库连接池怎么配置？"}
+
+    # Every lookup went to one session (the loop's, not the model's), and no document came twice.
+    invocations = ToolInvocation.objects.filter(tool_name="lookup_knowledge").order_by("id")
+    assert {i.session_id for i in invocations} == {summary["session_id"]}
+    assert invocations.count() == summary["lookups"] >= 3
+    handed_over = [key for i in invocations for key in i.retrieval_details["returned_doc_keys"]]
+    assert handed_over == summary["documents"]
+    assert handed_over and len(handed_over) == len(set(handed_over))
+    assert invocations.last().relevance_level in ("DEDUPED", None)
+
+
+def test_without_a_token_the_script_says_what_is_missing():
+    result = subprocess.run(
+        [sys.executable, "examples/openai_agent.py", "q"],
+        cwd=REPO,
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2 and "AGENTKB_TOKEN" in result.stderr
