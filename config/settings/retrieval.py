@@ -1,5 +1,7 @@
 """The lookup: normalisation thresholds, supplements, action memory (seed 000, FS-1..FS-3)."""
 
+from django.core.exceptions import ImproperlyConfigured
+
 from config.env import env
 
 RETRIEVAL_MAX_L2_DISTANCE = env.float("RETRIEVAL_MAX_L2_DISTANCE", default=2.0)
@@ -20,11 +22,34 @@ RETRIEVAL_INDEX_REFRESH_MS = env.int("RETRIEVAL_INDEX_REFRESH_MS", default=1000)
 RETRIEVAL_QUERY_CACHE_SIZE = env.int("RETRIEVAL_QUERY_CACHE_SIZE", default=1024)
 # The primary result carries its whole document up to this size, else the chunks around the match.
 RETRIEVAL_CONTENT_MAX_CHARS = env.int("RETRIEVAL_CONTENT_MAX_CHARS", default=8000)
-# The seeds' completeness hints (兜底信号) per relevance level.
-RETRIEVAL_HINT_PRECISE = env.str("RETRIEVAL_HINT_PRECISE", default="知识库中不存在比上述结果更精准的文档")
-RETRIEVAL_HINT_HIGHLY_RELEVANT = env.str(
-    "RETRIEVAL_HINT_HIGHLY_RELEVANT", default="当前结果已高度相关，继续检索不太可能找到更精准的文档"
+# The seeds' completeness hints (兜底信号) per relevance level, in Chinese as the seeds wrote them;
+# RETRIEVAL_HINT_LANGUAGE=en gives English ones to English-speaking agents. A RETRIEVAL_HINT_* set
+# explicitly wins over either.
+COMPLETENESS_HINTS = {
+    "zh-hans": {
+        "PRECISE": "知识库中不存在比上述结果更精准的文档",
+        "HIGHLY_RELEVANT": "当前结果已高度相关，继续检索不太可能找到更精准的文档",
+        "REFERENCE": "当前结果为相关参考，如需更精准信息请明确缺少的具体维度",
+    },
+    "en": {
+        "PRECISE": "The knowledge base holds no document more precise than the results above.",
+        "HIGHLY_RELEVANT": (
+            "These results are highly relevant; searching again is unlikely to find a more precise document."
+        ),
+        "REFERENCE": (
+            "These results are related references; for more precise information, first name the "
+            "specific aspect that is missing."
+        ),
+    },
+}
+RETRIEVAL_HINT_LANGUAGE = env.str("RETRIEVAL_HINT_LANGUAGE", default="zh-hans").strip().lower()
+if RETRIEVAL_HINT_LANGUAGE not in COMPLETENESS_HINTS:
+    raise ImproperlyConfigured(
+        f"RETRIEVAL_HINT_LANGUAGE must be one of {', '.join(COMPLETENESS_HINTS)}; got '{RETRIEVAL_HINT_LANGUAGE}'"
+    )
+_hints = COMPLETENESS_HINTS[RETRIEVAL_HINT_LANGUAGE]
+RETRIEVAL_HINT_PRECISE = env.str("RETRIEVAL_HINT_PRECISE", default="") or _hints["PRECISE"]
+RETRIEVAL_HINT_HIGHLY_RELEVANT = (
+    env.str("RETRIEVAL_HINT_HIGHLY_RELEVANT", default="") or _hints["HIGHLY_RELEVANT"]
 )
-RETRIEVAL_HINT_REFERENCE = env.str(
-    "RETRIEVAL_HINT_REFERENCE", default="当前结果为相关参考，如需更精准信息请明确缺少的具体维度"
-)
+RETRIEVAL_HINT_REFERENCE = env.str("RETRIEVAL_HINT_REFERENCE", default="") or _hints["REFERENCE"]
