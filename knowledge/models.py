@@ -5,6 +5,7 @@ Table names are those of the original service so its SQL (seeds 000/004) runs un
 
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 
 class KnowledgeDomain(models.Model):
@@ -46,6 +47,8 @@ class KnowledgeDomain(models.Model):
     class Meta:
         db_table = "knowledge_domain"
         ordering = ["domain_id"]
+        verbose_name = _("knowledge domain")
+        verbose_name_plural = _("knowledge domains")
 
     def __str__(self) -> str:
         return self.domain_id
@@ -85,7 +88,8 @@ class ApiDocument(models.Model):
     class Meta:
         db_table = "api_document"
         ordering = ["domain", "doc_key"]
-        verbose_name = "document"
+        verbose_name = _("document")
+        verbose_name_plural = _("documents")
 
     def __str__(self) -> str:
         return f"{self.title} ({self.doc_key})"

@@ -4,6 +4,7 @@ and staff give on those calls, and the threshold calibrations staff applied from
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from observability.expressions import JSONNumber, JSONString
 
@@ -48,6 +49,8 @@ class ToolInvocation(models.Model):
     class Meta:
         db_table = "tool_invocation"
         ordering = ["-created_at"]
+        verbose_name = _("tool invocation")
+        verbose_name_plural = _("tool invocations")
         indexes = [
             # The invocation list's newest-first order (and its date filters) over all tools.
             models.Index(fields=["created_at"], name="tool_inv_created_idx"),
@@ -142,8 +145,8 @@ class RetrievalDashboard(ToolInvocation):
 
     class Meta:
         proxy = True
-        verbose_name = "retrieval dashboard"
-        verbose_name_plural = "retrieval dashboard"
+        verbose_name = _("retrieval dashboard")
+        verbose_name_plural = _("retrieval dashboard")
 
 
 class HitTest(ToolInvocation):
@@ -151,8 +154,8 @@ class HitTest(ToolInvocation):
 
     class Meta:
         proxy = True
-        verbose_name = "hit testing"
-        verbose_name_plural = "hit testing"
+        verbose_name = _("hit testing")
+        verbose_name_plural = _("hit testing")
 
 
 class InvocationFeedback(models.Model):
@@ -176,8 +179,8 @@ class InvocationFeedback(models.Model):
     class Meta:
         db_table = "tool_invocation_feedback"
         ordering = ["-updated_at"]
-        verbose_name = "invocation feedback"
-        verbose_name_plural = "invocation feedback"
+        verbose_name = _("invocation feedback")
+        verbose_name_plural = _("invocation feedback")
         constraints = [
             models.UniqueConstraint(fields=["invocation", "user"], name="uniq_feedback_per_user"),
         ]
@@ -205,7 +208,7 @@ class ThresholdCalibration(models.Model):
     class Meta:
         db_table = "threshold_calibration"
         ordering = ["-applied_at", "-id"]
-        verbose_name = "threshold calibration"
+        verbose_name = _("threshold calibration")
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(reverted=True)
