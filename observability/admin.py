@@ -19,6 +19,8 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
 from knowledge.models import KnowledgeDomain
@@ -34,6 +36,7 @@ from observability.models import (
 )
 
 CHANGELIST = "admin:observability_toolinvocation_changelist"
+BUCKETS = {"hour": _("hour"), "day": _("day")}
 
 
 def invocation_list_url(**params) -> str:
@@ -50,7 +53,7 @@ def _iso(moment: datetime) -> str:
 
 
 class LevelFilter(admin.SimpleListFilter):
-    title = "relevance level"
+    title = _("relevance level")
     parameter_name = "level"
 
     def lookups(self, request, model_admin):
@@ -61,7 +64,7 @@ class LevelFilter(admin.SimpleListFilter):
 
 
 class DedupFilter(admin.SimpleListFilter):
-    title = "dedup reason"
+    title = _("dedup reason")
     parameter_name = "dedup"
 
     def lookups(self, request, model_admin):
@@ -76,7 +79,7 @@ class DedupFilter(admin.SimpleListFilter):
 
 
 class DomainFilter(admin.SimpleListFilter):
-    title = "domain (primary result)"
+    title = _("domain (primary result)")
     parameter_name = "domain"
 
     def lookups(self, request, model_admin):
@@ -119,7 +122,7 @@ class SimilarityFilter(admin.SimpleListFilter):
 class TimeRangeFilter(admin.SimpleListFilter):
     """``from`` / ``to`` (ISO datetimes): the dashboard's time range, carried into the list."""
 
-    title = "time range (from dashboard)"
+    title = _("time range (from dashboard)")
     parameter_name = "from"
 
     def __init__(self, request, params, model, model_admin):
@@ -132,7 +135,9 @@ class TimeRangeFilter(admin.SimpleListFilter):
         return bool(self.value() or self.until)
 
     def lookups(self, request, model_admin):
-        return [(self.value(), f"since {self.value()}")] if self.value() else []
+        return (
+            [(self.value(), gettext("since %(moment)s") % {"moment": self.value()})] if self.value() else []
+        )
 
     def expected_parameters(self):
         return ["from", "to"]
@@ -177,7 +182,7 @@ class ToolInvocationAdmin(admin.ModelAdmin):
         "tool_name",
     )
     search_fields = ("session_id", "request__query")
-    search_help_text = "Search by session id or query text."
+    search_help_text = _("Search by session id or query text.")
     # No date_hierarchy: its MIN/MAX and DISTINCT-dates queries read every listed row (seconds
     # over a filtered million); the created_at filter and the dashboard's from/to cover dates.
     # COUNT(*) over a million rows on every page view costs more than it tells.
@@ -187,21 +192,21 @@ class ToolInvocationAdmin(admin.ModelAdmin):
     change_form_template = "admin/observability/toolinvocation/change_form.html"
     fieldsets = (
         (None, {"fields": ("created_at", "tool_name", "session_id", "status", "duration_ms", "error")}),
-        ("Result", {"fields": ("relevance_level", "dedup_reason", "l1_top_similarity", "primary_domain")}),
-        ("Raw record", {"fields": ("request_pretty", "result_summary", "retrieval_details_pretty")}),
+        (_("Result"), {"fields": ("relevance_level", "dedup_reason", "l1_top_similarity", "primary_domain")}),
+        (_("Raw record"), {"fields": ("request_pretty", "result_summary", "retrieval_details_pretty")}),
     )
     readonly_fields = ("request_pretty", "retrieval_details_pretty")
 
-    @admin.display(description="query")
+    @admin.display(description=_("query"))
     def query(self, obj: ToolInvocation) -> str:
         text = (obj.request or {}).get("query", "") if isinstance(obj.request, dict) else ""
         return text if len(text) <= 60 else text[:57] + "…"
 
-    @admin.display(description="similarity", ordering="l1_top_similarity")
+    @admin.display(description=_("similarity"), ordering="l1_top_similarity")
     def similarity(self, obj: ToolInvocation) -> str:
         return "" if obj.l1_top_similarity is None else f"{obj.l1_top_similarity:.3f}"
 
-    @admin.display(description="request")
+    @admin.display(description=_("request"))
     def request_pretty(self, obj: ToolInvocation) -> str:
         return format_html(
             "<pre class='okb-json'>{}</pre>", json.dumps(obj.request, ensure_ascii=False, indent=2)
@@ -255,13 +260,13 @@ class ToolInvocationAdmin(admin.ModelAdmin):
         context["figures"] = {
             "chart-relevance": charts.distribution_figure(
                 rows=relevance,
-                title="Relevance level 查询质量分布",
+                title=gettext("Relevance level distribution"),
                 colours=charts.LEVEL_COLOURS,
                 link=link("level"),
             ),
             "chart-dedup": charts.distribution_figure(
                 rows=dedup,
-                title="Dedup reason 去重原因分布",
+                title=gettext("Dedup reason distribution"),
                 colours=charts.DEDUP_COLOURS,
                 link=link("dedup"),
             ),
@@ -306,10 +311,13 @@ class ToolInvocationAdmin(admin.ModelAdmin):
             except ValidationError as exc:
                 messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items()))
             else:
-                verdict = "helpful" if form.cleaned_data["helpful"] else "not helpful"
-                messages.success(
-                    request, f"Recorded: {verdict}{'' if created else ' (replaces your earlier judgement)'}."
+                verdict = gettext("helpful") if form.cleaned_data["helpful"] else gettext("not helpful")
+                text = (
+                    gettext("Recorded: %(verdict)s.")
+                    if created
+                    else gettext("Recorded: %(verdict)s (replaces your earlier judgement).")
                 )
+                messages.success(request, text % {"verdict": verdict})
         else:
             messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
         return HttpResponseRedirect(
@@ -422,7 +430,7 @@ class _PageAdmin(admin.ModelAdmin):
 
 @admin.register(RetrievalDashboard)
 class RetrievalDashboardAdmin(_PageAdmin):
-    page_name = "Retrieval dashboard"
+    page_name = _("Retrieval dashboard")
 
     def changelist_view(self, request, extra_context=None):
         if not self.has_view_permission(request):
@@ -479,13 +487,13 @@ def dashboard_figures(*, data: dict, filters: selectors.InvocationFilter, thresh
     return {
         "chart-relevance": charts.distribution_figure(
             rows=data["relevance"],
-            title="Relevance level 查询质量分布",
+            title=gettext("Relevance level distribution"),
             colours=charts.LEVEL_COLOURS,
             link=by("level"),
         ),
         "chart-dedup": charts.distribution_figure(
             rows=data["dedup"],
-            title="Dedup reason 去重原因分布",
+            title=gettext("Dedup reason distribution"),
             colours=charts.DEDUP_COLOURS,
             link=by("dedup"),
         ),
@@ -493,25 +501,27 @@ def dashboard_figures(*, data: dict, filters: selectors.InvocationFilter, thresh
             histogram=data["similarity"],
             reference=thresholds.reference,
             highly_relevant=thresholds.highly_relevant,
-            title="l1_top_similarity 归一化分数分布",
+            title=gettext("l1_top_similarity distribution"),
             link=similarity_link,
         ),
         "chart-relevance-time": charts.over_time_figure(
             over_time=data["relevance_over_time"],
-            title=f"Relevance level per {filters.bucket} 查询质量趋势",
+            title=gettext("Relevance level per %(bucket)s")
+            % {"bucket": BUCKETS.get(filters.bucket, filters.bucket)},
             colours=charts.LEVEL_COLOURS,
             values=level_values,
             link=bucket_link("level"),
         ),
         "chart-dedup-time": charts.over_time_figure(
             over_time=data["dedup_over_time"],
-            title=f"Dedup reason per {filters.bucket} 去重原因趋势",
+            title=gettext("Dedup reason per %(bucket)s")
+            % {"bucket": BUCKETS.get(filters.bucket, filters.bucket)},
             colours=charts.DEDUP_COLOURS,
             values=dedup_values,
             link=bucket_link("dedup"),
         ),
         "chart-sessions": charts.sessions_figure(
-            sessions=data["sessions"], title="Calls per session 每会话调用次数"
+            sessions=data["sessions"], title=gettext("Calls per session")
         ),
     }
 
@@ -542,7 +552,7 @@ def dashboard_links(*, data: dict, filters: selectors.InvocationFilter) -> dict:
 
 @admin.register(HitTest)
 class HitTestAdmin(_PageAdmin):
-    page_name = "Hit testing"
+    page_name = _("Hit testing")
 
     def changelist_view(self, request, extra_context=None):
         from observability.hit_testing import hit_test_page
@@ -562,12 +572,12 @@ class InvocationFeedbackAdmin(admin.ModelAdmin):
     list_select_related = ("invocation", "user")
     search_fields = ("comment", "invocation__session_id")
 
-    @admin.display(description="invocation")
+    @admin.display(description=_("invocation"))
     def invocation_link(self, obj: InvocationFeedback) -> str:
         url = reverse("admin:observability_toolinvocation_change", args=[obj.invocation_id])
         return format_html('<a href="{}">#{}</a>', url, obj.invocation_id)
 
-    @admin.display(description="similarity")
+    @admin.display(description=_("similarity"))
     def similarity(self, obj: InvocationFeedback) -> str:
         value = obj.invocation.l1_top_similarity
         return "" if value is None else f"{value:.3f}"
@@ -581,7 +591,7 @@ class InvocationFeedbackAdmin(admin.ModelAdmin):
 
 @admin.register(ThresholdCalibration)
 class ThresholdCalibrationAdmin(_PageAdmin):
-    page_name = "Threshold calibration"
+    page_name = _("Threshold calibration")
 
     def get_urls(self):
         return [
@@ -637,7 +647,7 @@ class ThresholdCalibrationAdmin(_PageAdmin):
                     bands=bands["bands"],
                     reference=shown[0],
                     highly_relevant=shown[1],
-                    title="Helpful rate by similarity 分数反馈",
+                    title=gettext("Helpful rate by similarity"),
                 )
             },
         )
@@ -670,8 +680,14 @@ class ThresholdCalibrationAdmin(_PageAdmin):
         )
         messages.success(
             request,
-            f"Applied REFERENCE ≥ {applied.reference_threshold:.3f}, HIGHLY_RELEVANT ≥ "
-            f"{applied.highly_relevant_threshold:.3f}: lookups use them within seconds.",
+            gettext(
+                "Applied REFERENCE ≥ %(reference).3f, HIGHLY_RELEVANT ≥ %(highly_relevant).3f: "
+                "lookups use them within seconds."
+            )
+            % {
+                "reference": applied.reference_threshold,
+                "highly_relevant": applied.highly_relevant_threshold,
+            },
         )
         return HttpResponseRedirect(reverse("admin:observability_thresholdcalibration_changelist"))
 
@@ -679,5 +695,5 @@ class ThresholdCalibrationAdmin(_PageAdmin):
         if not self.has_apply_permission(request):
             raise PermissionDenied
         calibration.calibration_revert(applied_by=request.user, note=request.POST.get("note", "")[:500])
-        messages.success(request, "Thresholds handed back to the RETRIEVAL_* settings.")
+        messages.success(request, gettext("Thresholds handed back to the RETRIEVAL_* settings."))
         return HttpResponseRedirect(reverse("admin:observability_thresholdcalibration_changelist"))

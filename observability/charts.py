@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from django.utils.translation import gettext
+
 # One colour per level, the same on every chart.
 LEVEL_COLOURS = {
     "PRECISE": "#1a7f37",
@@ -56,7 +58,7 @@ def distribution_figure(*, rows: list[dict], title: str, colours: dict[str, str]
         "layout": _layout(
             title,
             xaxis={"automargin": True},
-            yaxis={"title": {"text": "calls 调用次数"}, "rangemode": "tozero"},
+            yaxis={"title": {"text": gettext("calls")}, "rangemode": "tozero"},
         ),
     }
 
@@ -123,8 +125,12 @@ def similarity_figure(
         "layout": _layout(
             title,
             barmode="stack",
-            xaxis={"title": {"text": "l1_top_similarity 归一化相似度"}, "range": [0, 1], "dtick": 0.1},
-            yaxis={"title": {"text": "calls 调用次数"}, "rangemode": "tozero"},
+            xaxis={
+                "title": {"text": gettext("l1_top_similarity (normalised similarity)")},
+                "range": [0, 1],
+                "dtick": 0.1,
+            },
+            yaxis={"title": {"text": gettext("calls")}, "rangemode": "tozero"},
             shapes=[ref_line, hr_line],
             annotations=[ref_note, hr_note],
             legend={"orientation": "h", "y": -0.25, "traceorder": "normal"},
@@ -157,7 +163,7 @@ def over_time_figure(
             title,
             barmode="stack",
             xaxis={"type": "category", "tickangle": -45, "nticks": 12, "automargin": True},
-            yaxis={"title": {"text": "calls 调用次数"}, "rangemode": "tozero"},
+            yaxis={"title": {"text": gettext("calls")}, "rangemode": "tozero"},
             # Legend on the right: below the plot it collides with the slanted time labels.
             legend={"traceorder": "normal", "font": {"size": 11}},
             margin={"l": 50, "r": 10, "t": 50, "b": 60},
@@ -182,8 +188,8 @@ def sessions_figure(*, sessions: dict, title: str) -> dict:
         ],
         "layout": _layout(
             title,
-            xaxis={"title": {"text": "calls per session 每会话调用次数"}, "type": "category"},
-            yaxis={"title": {"text": "sessions 会话数"}, "rangemode": "tozero"},
+            xaxis={"title": {"text": gettext("calls per session")}, "type": "category"},
+            yaxis={"title": {"text": gettext("sessions")}, "rangemode": "tozero"},
         ),
     }
 
@@ -195,7 +201,7 @@ def calibration_figure(*, bands: list[dict], reference: float, highly_relevant: 
         "data": [
             {
                 "type": "bar",
-                "name": "helpful 有用",
+                "name": gettext("helpful"),
                 "x": x,
                 "y": [b["helpful"] for b in bands],
                 "marker": {"color": "#1a7f37"},
@@ -203,7 +209,7 @@ def calibration_figure(*, bands: list[dict], reference: float, highly_relevant: 
             },
             {
                 "type": "bar",
-                "name": "not helpful 无用",
+                "name": gettext("not helpful"),
                 "x": x,
                 "y": [b["unhelpful"] for b in bands],
                 "marker": {"color": "#cf222e"},
@@ -212,7 +218,7 @@ def calibration_figure(*, bands: list[dict], reference: float, highly_relevant: 
             {
                 "type": "scatter",
                 "mode": "lines+markers",
-                "name": "helpful rate 有用率",
+                "name": gettext("helpful rate"),
                 "x": [xi for xi, b in zip(x, bands, strict=True) if b["rate"] is not None],
                 "y": [b["rate"] for b in bands if b["rate"] is not None],
                 "yaxis": "y2",
@@ -223,7 +229,7 @@ def calibration_figure(*, bands: list[dict], reference: float, highly_relevant: 
             title,
             barmode="stack",
             xaxis={"title": {"text": "l1_top_similarity"}, "range": [0, 1], "dtick": 0.1},
-            yaxis={"title": {"text": "judgements 反馈数"}, "rangemode": "tozero"},
+            yaxis={"title": {"text": gettext("judgements")}, "rangemode": "tozero"},
             yaxis2={
                 "overlaying": "y",
                 "side": "right",
@@ -231,7 +237,7 @@ def calibration_figure(*, bands: list[dict], reference: float, highly_relevant: 
                 "dtick": 0.25,
                 "tickformat": ".0%",
                 "showgrid": False,
-                "title": {"text": "helpful rate 有用率"},
+                "title": {"text": gettext("helpful rate")},
             },
             legend={"orientation": "h", "y": -0.25, "traceorder": "normal"},
             margin={"l": 50, "r": 50, "t": 50, "b": 80},

@@ -6,38 +6,45 @@ from datetime import timedelta
 
 from django import forms
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from knowledge.models import KnowledgeDomain
 from observability.selectors import LOOKUP_TOOL, InvocationFilter, tool_names
 
 RANGES = {
-    "1h": ("Last hour", timedelta(hours=1)),
-    "24h": ("Last day", timedelta(days=1)),
-    "7d": ("Last 7 days", timedelta(days=7)),
-    "30d": ("Last 30 days", timedelta(days=30)),
-    "custom": ("Custom", None),
+    "1h": (_("Last hour"), timedelta(hours=1)),
+    "24h": (_("Last day"), timedelta(days=1)),
+    "7d": (_("Last 7 days"), timedelta(days=7)),
+    "30d": (_("Last 30 days"), timedelta(days=30)),
+    "custom": (_("Custom"), None),
 }
 ALL_TOOLS = "__all__"
 MAX_CUSTOM_RANGE = timedelta(days=366)
 
 
 class DashboardFilterForm(forms.Form):
-    range = forms.ChoiceField(choices=[(k, v[0]) for k, v in RANGES.items()], required=False, initial="24h")
+    range = forms.ChoiceField(
+        label=_("Range"), choices=[(k, v[0]) for k, v in RANGES.items()], required=False, initial="24h"
+    )
     start = forms.DateTimeField(
-        required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M")
+        label=_("Start"),
+        required=False,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
     )
     end = forms.DateTimeField(
-        required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M")
+        label=_("End"),
+        required=False,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
     )
-    tool = forms.ChoiceField(required=False, initial=LOOKUP_TOOL)
-    domain = forms.ChoiceField(required=False)
+    tool = forms.ChoiceField(label=_("Tool"), required=False, initial=LOOKUP_TOOL)
+    domain = forms.ChoiceField(label=_("Domain"), required=False)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         tools = sorted(set(tool_names()) | {LOOKUP_TOOL})
-        self.fields["tool"].choices = [(t, t) for t in tools] + [(ALL_TOOLS, "all tools")]
+        self.fields["tool"].choices = [(t, t) for t in tools] + [(ALL_TOOLS, _("all tools"))]
         domains = KnowledgeDomain.objects.order_by("domain_id").values_list("domain_id", flat=True)
-        self.fields["domain"].choices = [("", "all domains")] + [(d, d) for d in domains]
+        self.fields["domain"].choices = [("", _("all domains"))] + [(d, d) for d in domains]
 
     def clean(self):
         cleaned = super().clean()
@@ -46,14 +53,14 @@ class DashboardFilterForm(forms.Form):
         if choice == "custom":
             start, end = cleaned.get("start"), cleaned.get("end")
             if start is None:
-                self.add_error("start", "A custom range needs a start.")
+                self.add_error("start", _("A custom range needs a start."))
             if end is None:
-                self.add_error("end", "A custom range needs an end.")
+                self.add_error("end", _("A custom range needs an end."))
             if start and end:
                 if start >= end:
-                    self.add_error("end", "The end must come after the start.")
+                    self.add_error("end", _("The end must come after the start."))
                 elif end - start > MAX_CUSTOM_RANGE:
-                    self.add_error("start", "A custom range spans at most 366 days.")
+                    self.add_error("start", _("A custom range spans at most 366 days."))
         else:
             cleaned["end"] = now
             cleaned["start"] = now - RANGES[choice][1]
@@ -72,16 +79,22 @@ class DashboardFilterForm(forms.Form):
 
 
 class ThresholdApplyForm(forms.Form):
-    reference_threshold = forms.FloatField(min_value=0.0, max_value=1.0)
-    highly_relevant_threshold = forms.FloatField(min_value=0.0, max_value=1.0)
-    note = forms.CharField(required=False, max_length=500, widget=forms.TextInput(attrs={"size": 50}))
-    confirm = forms.BooleanField(required=True, label="I understand lookups use these thresholds from now on")
+    reference_threshold = forms.FloatField(label=_("REFERENCE threshold"), min_value=0.0, max_value=1.0)
+    highly_relevant_threshold = forms.FloatField(
+        label=_("HIGHLY_RELEVANT threshold"), min_value=0.0, max_value=1.0
+    )
+    note = forms.CharField(
+        label=_("Note"), required=False, max_length=500, widget=forms.TextInput(attrs={"size": 50})
+    )
+    confirm = forms.BooleanField(
+        required=True, label=_("I understand lookups use these thresholds from now on")
+    )
 
     def clean(self):
         cleaned = super().clean()
         ref, hr = cleaned.get("reference_threshold"), cleaned.get("highly_relevant_threshold")
         if ref is not None and hr is not None and ref > hr:
-            self.add_error("reference_threshold", "Must not exceed the HIGHLY_RELEVANT threshold.")
+            self.add_error("reference_threshold", _("Must not exceed the HIGHLY_RELEVANT threshold."))
         return cleaned
 
 
@@ -93,9 +106,12 @@ class FeedbackForm(forms.Form):
 
 
 class HitTestForm(forms.Form):
-    query = forms.CharField(max_length=2000, widget=forms.TextInput(attrs={"size": 60, "autofocus": True}))
+    query = forms.CharField(
+        label=_("Query"), max_length=2000, widget=forms.TextInput(attrs={"size": 60, "autofocus": True})
+    )
     session_id = forms.CharField(
+        label=_("Session id"),
         required=False,
         max_length=128,
-        help_text="Optional: see what this session would get given what it already retrieved.",
+        help_text=_("Optional: see what this session would get given what it already retrieved."),
     )

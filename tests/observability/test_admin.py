@@ -158,7 +158,7 @@ def test_dashboard_draws_the_distributions_of_the_range(admin_client, recent):
     assert sum(sum(trace["y"]) for trace in similarity["data"]) == 7
     html = response.content.decode()
     assert "没有这个文档" in html  # the most frequent not-found query
-    assert _figure(response, "chart-relevance")["layout"]["title"]["text"] == "Relevance level 查询质量分布"
+    assert _figure(response, "chart-relevance")["layout"]["title"]["text"] == "Relevance level distribution"
     assert "/static/observability/vendor/plotly.min.js" in html and "cdn" not in html.lower()
 
 

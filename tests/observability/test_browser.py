@@ -129,7 +129,7 @@ def test_dashboard_draws_the_seeded_values(browser, live_server, seeded_calls):
     assert drawn["bars"] == 5
     total = sum(SEEDED.values())
     assert f"7 ({round(100 * 7 / total, 1)}%)" in drawn["labels"]
-    assert drawn["title"] == "Relevance level 查询质量分布"
+    assert drawn["title"] == "Relevance level distribution"
 
     similarity = browser.execute_script(
         "const gd = document.getElementById('chart-similarity');"
