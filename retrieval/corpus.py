@@ -3,20 +3,24 @@
 Uploads, re-indexing and deletes happen in other processes (the Celery worker, another web
 worker), and the knowledge app must not call into retrieval. So each process notices changes by
 itself: the signature of the INDEXED documents (how many, the sum of their ids, the latest
-updated_at and indexed_at) is re-read every ``RETRIEVAL_INDEX_REFRESH_MS``, and the L0 index and
-the cached L1 results are rebuilt or dropped when it moves.
+updated_at and indexed_at) is re-read in the background, and the L0 index and the cached L1
+results are rebuilt or dropped when it moves.
 
 Why these four: a delete lowers the count and the id sum; an upload or a re-index finishing raises
 the latest indexed_at; a document leaving INDEXED (re-index started) lowers the count; a metadata
 edit through ``save()`` raises the latest updated_at (``auto_now``). A delete and an upload in the
 same interval still change the id sum.
 
-The latest updated_at / indexed_at are not in any index, so reading them visits every indexed
-document's row: ~30-100 ms at 10,000 documents on SQLite (bench/lookup.py). Lookups therefore never
-read it themselves after the first time: a daemon thread per process re-reads it every interval
-and lookups take the latest value. If that thread falls behind (three intervals without a
-reading) a lookup reads it itself. ``RETRIEVAL_INDEX_REFRESH_MS=0`` reads it on every call, in the
-caller's thread (tests).
+Reading the latest updated_at / indexed_at visits every indexed document's row (they are in no
+index): 30-100 ms at 10,000 documents on SQLite, and done every second it slowed lookups by tens of
+ms (bench/lookup.py). The count and id sum come from the status index alone (a few ms). So a daemon
+thread per process reads the cheap part every ``RETRIEVAL_INDEX_REFRESH_MS`` (uploads, deletes and
+a re-index in progress show within it) and the full signature every ``FULL_READ_EVERY`` intervals
+(edits in place, e.g. new keywords, and a re-index shorter than one interval show within ten
+intervals); lookups take the latest value. A lookup
+reads the full signature itself the first time, and when the watcher fell behind (three intervals
+without a reading). ``RETRIEVAL_INDEX_REFRESH_MS=0`` reads it on every call, in the caller's thread
+(tests).
 """
 
 from __future__ import annotations
@@ -33,6 +37,19 @@ from django.db.models import Count, Max, Sum
 from knowledge.models import ApiDocument
 
 logger = logging.getLogger(__name__)
+
+
+FULL_READ_EVERY = 10
+
+
+def _read_counts() -> tuple[int, int]:
+    """(count, id sum) of the INDEXED documents: answered from the status index alone."""
+    agg = (
+        ApiDocument.objects.filter(status=ApiDocument.Status.INDEXED)
+        .order_by()
+        .aggregate(n=Count("id"), ids=Sum("id"))
+    )
+    return agg["n"] or 0, int(agg["ids"] or 0)
 
 
 def _read_signature() -> tuple:
@@ -74,13 +91,20 @@ class _Watcher:
             self.thread.start()
 
     def _run(self) -> None:
+        tick = 0
         while True:
             interval = settings.RETRIEVAL_INDEX_REFRESH_MS / 1000.0
             if interval <= 0:
                 return
             time.sleep(interval)
+            tick += 1
             try:
-                self.store(_read_signature())
+                if tick % FULL_READ_EVERY == 0 or self.signature is None:
+                    self.store(_read_signature())
+                else:
+                    counts = _read_counts()
+                    latest = self.signature
+                    self.store(counts + latest[2:] if latest is not None else _read_signature())
             except Exception:  # a database hiccup must not kill the watcher; lookups fall back
                 logger.warning("corpus signature refresh failed", exc_info=True)
             finally:

@@ -8,10 +8,10 @@ Two small per-process LRU caches, because agents repeat themselves:
   outlives the documents it was computed on by more than ``RETRIEVAL_INDEX_REFRESH_MS``.
 Both hold ``RETRIEVAL_QUERY_CACHE_SIZE`` entries (0 turns them off).
 
-With embedded milvus-lite (a local ``MILVUS_URI``) the search runs in this process on numpy, and
-numpy's default of one BLAS thread per core makes it about twice as slow on this 2-core machine
-(``bench/lookup.py`` measures it): the search runs under a one-thread BLAS limit. A milvus-lite
-server takes the same limit from ``OPENBLAS_NUM_THREADS=1`` in its environment.
+No BLAS thread limit is set around the search: at 100,000 chunks on 2 cores, embedded milvus-lite
+3.x searched as fast with numpy's default BLAS threads as with one, once its segments had settled
+(alternating A/B in one process; ``bench/lookup.py --blas-compare`` finds the same for a
+milvus-lite server). The slow first minute after a flush is what looked like a thread effect.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from django.conf import settings
-from threadpoolctl import ThreadpoolController
 
 from knowledge.embeddings import get_embedder
 from knowledge.vectorstore import VectorHit, VectorStoreError, get_vector_store
@@ -64,15 +63,6 @@ class LRUCache:
 
 _vectors = LRUCache()
 _hits = LRUCache()
-_threadpools: ThreadpoolController | None = None
-
-
-def _one_blas_thread():
-    """A context limiting BLAS to one thread (libraries discovered once, not per call)."""
-    global _threadpools
-    if _threadpools is None:
-        _threadpools = ThreadpoolController()
-    return _threadpools.limit(limits=1, user_api="blas")
 
 
 @dataclass(frozen=True)
@@ -110,11 +100,7 @@ def l1_search(*, query: str, top_k: int, signature: Hashable) -> L1Result:
     vector, model_name, vector_cached, embed_ms = query_vector(query)
     started = time.perf_counter()
     try:
-        if store.is_embedded:
-            with _one_blas_thread():
-                hits = tuple(store.search(vector.tolist(), top_k=top_k))
-        else:
-            hits = tuple(store.search(vector.tolist(), top_k=top_k))
+        hits = tuple(store.search(vector.tolist(), top_k=top_k))
     except VectorStoreError:
         # No collection yet means nothing was ever indexed: an empty result, not an outage.
         if not store.exists():

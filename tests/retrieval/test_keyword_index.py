@@ -184,6 +184,14 @@ def test_with_a_refresh_interval_changes_show_up_without_a_restart(settings):
             time.sleep(0.02)
         assert corpus_signature() != before
         assert _keys("ERR_LATE") == ["late.md"]
+        # An edit in place (same documents, new keywords) shows within ten intervals.
+        document = ApiDocument.objects.get(doc_key="late.md")
+        document.metadata = {"keywords": ["ERR_EDITED"]}
+        document.save()
+        deadline = time.monotonic() + 10
+        while _keys("ERR_EDITED") != ["late.md"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _keys("ERR_EDITED") == ["late.md"] and _keys("ERR_LATE") == []
     finally:
         settings.RETRIEVAL_INDEX_REFRESH_MS = 0  # the watcher thread stops at its next wake-up
         time.sleep(0.1)
