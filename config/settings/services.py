@@ -46,8 +46,13 @@ else:
     # A message taken by a worker that dies (SIGKILL, OOM, lost host) is delivered again after
     # this many seconds (acks_late): keep it above CELERY_TASK_TIME_LIMIT, or a slow task that is
     # still running would be delivered to a second worker too.
+    _visibility_timeout = env.int("CELERY_BROKER_VISIBILITY_TIMEOUT", default=3600)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "visibility_timeout": env.int("CELERY_BROKER_VISIBILITY_TIMEOUT", default=3600)
+        "visibility_timeout": _visibility_timeout,
+        # kombu looks for such messages only every interval x throttle seconds (100 s by
+        # default); a scan is one cheap Redis query, so look every few seconds instead.
+        "unacked_restore_interval": max(1, min(10, _visibility_timeout // 5)),
+        "unacked_restore_throttle": 1,
     }
 CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default=None) or None
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
