@@ -29,6 +29,7 @@ run: install
 	@echo "  admin      http://127.0.0.1:$(PORT)/admin/"
 	@echo "  API docs   http://127.0.0.1:$(PORT)/api/docs/"
 	@echo "  health     http://127.0.0.1:$(PORT)/healthz"
+	@echo "  MCP        http://127.0.0.1:$(PORT)/mcp/  (streamable HTTP; stdio: python manage.py mcp_server)"
 	@echo ""
 	AGENTKB_PORT=$(PORT) MILVUS_PORT=$(MILVUS_PORT) MILVUS_URI=http://127.0.0.1:$(MILVUS_PORT) \
 		exec $(BIN)/honcho start -f Procfile
