@@ -44,7 +44,9 @@ class UploadItem:
 
 def _is_junk(path: str) -> bool:
     """Files every zip tool adds: macOS resource forks, Finder and Windows thumbnails, dotfiles."""
-    parts = PurePosixPath(path).parts
+    # Backslashes as separators (zips from some Windows tools): "..\\evil.md" is a climb to
+    # refuse by name, not a dotfile to skip silently.
+    parts = PurePosixPath(path.replace("\\", "/")).parts
     hidden = any(p.startswith(".") and p not in (".", "..") for p in parts)  # ".." is refused, not skipped
     return hidden or "__MACOSX" in parts or parts[-1] in ("Thumbs.db", "desktop.ini")
 
