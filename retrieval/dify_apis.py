@@ -8,6 +8,7 @@ body (400), 3002 throttled (429), 5001 vector search unavailable (503).
 
 from __future__ import annotations
 
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions
@@ -48,6 +49,16 @@ class DifyBearerAuthentication(BaseAuthentication):
         if token is None or not token.user.is_active:
             raise DifyError(403, 1002, "Authorization failed")
         return token.user, token
+
+
+class DifyBearerScheme(OpenApiAuthenticationExtension):
+    """Documents the Bearer scheme in the OpenAPI schema (drf-spectacular cannot guess it)."""
+
+    target_class = "retrieval.dify_apis.DifyBearerAuthentication"
+    name = "difyBearer"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer", "description": "A tool token, as Dify sends its API key."}
 
 
 def dify_exception_handler(exc, context):
