@@ -79,8 +79,8 @@ def result_items_build(
     primary_doc = documents[primary.doc_key]
     primary_whole = primary_doc.content_len <= content_max_chars
     # Documents whose every chunk we read: L0 documents (to find the keyword) and a primary
-    # too long to send whole (for the window); the others need their one best chunk. Two plain
-    # indexed queries: an OR of both conditions makes SQLite scan the whole chunk table.
+    # too long to send whole (for the window); the others need their one best chunk. Both
+    # queries below are answered from the (document_id, chunk_index) unique index.
     full_ids = {documents[c.doc_key].id for c in returned if c.via_l0 or c.chunk_index is None}
     if not primary_whole:
         full_ids.add(primary_doc.id)
