@@ -2,7 +2,8 @@
 
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from rest_framework import exceptions
@@ -21,8 +22,23 @@ def _first_message(details: Any) -> str:
     return str(details)
 
 
+class RequestTooLarge(exceptions.APIException):
+    status_code = 413
+    default_code = "request_too_large"
+
+
 def api_exception_handler(exc: Exception, context: dict) -> Response | None:
-    if isinstance(exc, DjangoValidationError):
+    if isinstance(exc, RequestDataTooBig):
+        # Django's own answer is a bare HTML 400; agents get the API's error format.
+        exc = RequestTooLarge(
+            {
+                "body": [
+                    f"The request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes "
+                    "(DATA_UPLOAD_MAX_MEMORY_SIZE)."
+                ]
+            }
+        )
+    elif isinstance(exc, DjangoValidationError):
         exc = exceptions.ValidationError(exc.message_dict if hasattr(exc, "error_dict") else exc.messages)
     elif isinstance(exc, Http404):
         exc = exceptions.NotFound()
@@ -38,7 +54,7 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
     else:
         code = exc.get_codes() if isinstance(exc, exceptions.APIException) else "error"
         if not isinstance(code, str):
-            code = "error"
+            code = getattr(exc, "default_code", "error")
         message = _first_message(getattr(exc, "detail", str(exc)))
         details = {}
         if isinstance(exc, exceptions.Throttled) and exc.wait is not None:

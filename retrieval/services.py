@@ -28,6 +28,7 @@ record one ToolInvocation (one INSERT).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -91,6 +92,8 @@ def session_id_clean(session_id: Any) -> str:
     if not isinstance(session_id, str):
         raise ValidationError({"session_id": ["Must be a string."]})
     cleaned = session_id.strip()
+    if problem := _unicode_problem(cleaned):
+        raise ValidationError({"session_id": [problem]})
     if not cleaned:
         raise ValidationError({"session_id": ["This field may not be blank."]})
     if len(cleaned) > MAX_SESSION_ID_CHARS:
@@ -111,7 +114,9 @@ def lookup_input_clean(*, query: Any, session_id: Any, top_k: Any) -> tuple[str,
         errors["query"] = ["Must be a string."]
     else:
         cleaned_query = query.strip()
-        if not cleaned_query:
+        if problem := _unicode_problem(cleaned_query):
+            errors["query"] = [problem]
+        elif not cleaned_query:
             errors["query"] = ["This field may not be blank."]
         elif len(cleaned_query) > max_chars:
             errors["query"] = [
@@ -138,10 +143,22 @@ def lookup_input_clean(*, query: Any, session_id: Any, top_k: Any) -> tuple[str,
 def _clip(value: Any) -> Any:
     """A request value as recorded: strings capped, other JSON scalars kept, anything else shown."""
     if isinstance(value, str):
-        return value[:_RECORDED_TEXT]
-    if value is None or isinstance(value, bool | int | float):
+        # Lone surrogates cannot be stored as UTF-8: recorded escaped, as the agent sent them.
+        return value[:_RECORDED_TEXT].encode("utf-8", "backslashreplace").decode("utf-8")
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
         return value
     return repr(value)[:200]
+
+
+def _unicode_problem(text: str) -> str | None:
+    """Why ``text`` cannot be stored or embedded, if it cannot (JSON lets lone surrogates through)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"Contains a character that is not valid Unicode text (a lone surrogate at {exc.start})."
+    return None
 
 
 def _ms(seconds: float) -> float:
@@ -164,7 +181,7 @@ def lookup_knowledge(
         request["agent"] = agent
     if source:
         request["source"] = source
-    recorded_session = session_id.strip()[:MAX_SESSION_ID_CHARS] if isinstance(session_id, str) else ""
+    recorded_session = _clip(session_id.strip())[:MAX_SESSION_ID_CHARS] if isinstance(session_id, str) else ""
 
     try:
         clean_query, clean_session, clean_top_k = lookup_input_clean(
