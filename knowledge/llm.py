@@ -86,6 +86,12 @@ class LLMClient:
         except openai.OpenAIError as exc:
             # e.g. a body that is not a chat completion at all.
             raise LLMUnavailable(f"{type(exc).__name__}: {_short(exc)}") from exc
+        if not hasattr(completion, "choices"):
+            # A 200 whose body is not JSON (a proxy's or captive portal's HTML page): the SDK
+            # hands back the text. Temporary, like the endpoint being down.
+            raise LLMUnavailable(
+                f"the endpoint answered something that is not a chat completion: {_short(completion)}"
+            )
         if not completion.choices:
             return ""
         return completion.choices[0].message.content or ""

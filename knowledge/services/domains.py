@@ -245,6 +245,11 @@ def domain_summary_regenerate(*, domain_id: str, expected_seq: int | None = None
             except LLMError as exc:
                 domain_summary_failure_record(domain_id=domain_id, error=str(exc), final=True)
                 return Outcome.FAILED
+            if summary.source != Source.LLM and summary.reason and domain.when_to_retrieve and not manual:
+                # The LLM answered, but not what was asked, even when asked again: the previous
+                # summary stays (as when it is down); the extractive one only fills an empty map.
+                domain_summary_failure_record(domain_id=domain_id, error=summary.reason, final=True)
+                return Outcome.FAILED
         _summary_store(
             domain_id=domain_id, summary=summary, seq_at_start=seq_at_start, has_documents=bool(documents)
         )
