@@ -28,6 +28,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Count, F
 from django.db.models.functions import Floor
+from django.utils.translation import gettext
 
 from observability.models import InvocationFeedback, ThresholdCalibration
 
@@ -126,13 +127,15 @@ def calibration_suggest(*, bands: dict, current: Thresholds) -> dict:
         "highly_relevant": None,
     }
     if helpful + unhelpful < min_feedback:
-        result["reason"] = (
-            f"{helpful + unhelpful} judgements with a similarity; at least {min_feedback} are needed "
+        result["reason"] = gettext(
+            "%(count)s judgements with a similarity; at least %(needed)s are needed "
             "(OBSERVABILITY_CALIBRATION_MIN_FEEDBACK)."
-        )
+        ) % {"count": helpful + unhelpful, "needed": min_feedback}
         return result
     if not helpful or not unhelpful:
-        result["reason"] = "All judgements agree (all helpful or all unhelpful): nothing to separate."
+        result["reason"] = gettext(
+            "All judgements agree (all helpful or all unhelpful): nothing to separate."
+        )
         return result
 
     # Cut c = "similarity >= c". Walk the bands from the top down, accumulating what lies above.
@@ -175,16 +178,21 @@ def calibration_suggest(*, bands: dict, current: Thresholds) -> dict:
     ]
     if precise_enough:
         highly_relevant = precise_enough[0]["cut"]
-        hr_reason = f"lowest edge above REFERENCE with ≥ {target:.0%} helpful above it"
+        hr_reason = gettext("lowest edge above REFERENCE with ≥ %(target)s helpful above it") % {
+            "target": f"{target:.0%}"
+        }
     else:
         highly_relevant = max(current.highly_relevant, reference)
-        hr_reason = f"no edge above REFERENCE reaches {target:.0%} helpful: kept as it is"
+        hr_reason = gettext("no edge above REFERENCE reaches %(target)s helpful: kept as it is") % {
+            "target": f"{target:.0%}"
+        }
     result.update(
         ok=True,
         reference=reference,
         highly_relevant=round(highly_relevant, 4),
         best_j=best_j,
-        reason=f"REFERENCE: best separation (J = {best_j:.3f}); HIGHLY_RELEVANT: {hr_reason}.",
+        reason=gettext("REFERENCE: best separation (J = %(j).3f); HIGHLY_RELEVANT: %(hr)s.")
+        % {"j": best_j, "hr": hr_reason},
     )
     return result
 

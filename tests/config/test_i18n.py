@@ -118,3 +118,11 @@ def test_the_compiled_catalogue_matches_its_source():
         assert (compiled.msgstr_plural or compiled.msgstr) == (entry.msgstr_plural or entry.msgstr), (
             entry.msgid
         )
+
+
+def test_the_calibration_suggestion_is_explained_in_the_page_language(admin_client, seeded):
+    url = reverse("admin:observability_thresholdcalibration_changelist")
+    zh = admin_client.get(url, HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    en = admin_client.get(url, HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert "有相似度的反馈 0 条；至少需要 20 条" in zh
+    assert "0 judgements with a similarity; at least 20 are needed" in en
