@@ -33,13 +33,13 @@ pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
 
 def _use_broker(url: str) -> None:
-    """Point this process's Celery app at ``url``, dropping pooled connections to the old one."""
+    """Point this process's Celery app at ``url``. Its connection and producer pools live in
+    kombu's process-wide registry, keyed by URL: forgetting the app's references is enough (and
+    closing them would break every later test that queues to the original broker)."""
     from config.celery import app
 
     app.conf.broker_url = url
-    if app._pool is not None:
-        app._pool.force_close_all()
-        app._pool = None
+    app._pool = None
     app.amqp._producer_pool = None
 
 

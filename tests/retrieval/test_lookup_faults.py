@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from django.urls import reverse
+from pymilvus import MilvusClient
 
 from knowledge.embeddings import get_embedder
 from knowledge.vectorstore import get_vector_store, reset_vector_store
@@ -119,8 +120,14 @@ def test_milvus_stopped_then_restarted_lookups_degrade_to_keywords_and_recover(m
     body, record = _lookup(agent_client, "如何配置数据库连接池", f"s-{uuid.uuid4().hex}")
     assert record.status == "DEGRADED" and body["found"] is False and "暂不可用" in body["message"]
 
-    # When Milvus is started again on the same data, the same process recovers: no restart
+    # When Milvus is started again on the same data (its collection comes back "released": not
+    # loaded for search), the same process recovers: no restart
     milvus.start()
+    raw = MilvusClient(uri=milvus.uri, dedicated=True)
+    try:
+        assert raw.get_load_state(store.collection)["state"].name == "NotLoad"
+    finally:
+        raw.close()
     assert client.get("/healthz").status_code == 200
     body, record = _lookup(agent_client, "如何配置数据库连接池", f"s-{uuid.uuid4().hex}")
     assert record.status == "SUCCESS", record.error
