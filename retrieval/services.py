@@ -13,9 +13,9 @@
     Bad input raises ``LookupInputError`` (a ValidationError naming the field) after recording the
     failed call. When vector search or the action memory is down the lookup still answers from
     what works, with status DEGRADED: without Milvus from the keyword index (L0) alone, with a
-message saying semantic search is unavailable; without Redis on this process's own action memory
-(``retrieval.tracker.fallback_tracker``, recorded as ``action_memory: memory-fallback`` in the
-details). Any other failure is recorded as ERROR and re-raised.
+    message saying semantic search is unavailable; without Redis on this process's own action
+    memory (``retrieval.tracker.fallback_tracker``, recorded as ``action_memory: memory-fallback``
+    in the details). Any other failure is recorded as ERROR and re-raised.
 
 ``session_retrievals_clear(*, session_id)``: forget what a session has retrieved.
 
