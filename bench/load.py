@@ -31,7 +31,6 @@ import os
 import random
 import secrets
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -44,6 +43,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from bench.processes import free_port, stop, wait_for_port  # noqa: E402
+
 BIN = Path(sys.executable).parent
 DEMO_CORPUS = REPO / "knowledge" / "demo_corpus"
 
@@ -65,35 +67,6 @@ QUERIES = [
     "缓存穿透",
     "量子计算入门",  # nothing: a miss is part of the traffic
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"process exited with {proc.returncode} before listening on {port}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError(f"nothing listening on {port} after {timeout}s")
-
-
-def stop(proc: subprocess.Popen | None) -> None:
-    if proc is not None and proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def pct(values: list[float], q: float) -> float:
