@@ -156,8 +156,21 @@ class TimeRangeFilter(admin.SimpleListFilter):
 # --- the invocation browser --------------------------------------------------------------------
 
 
+class ReadOnlyAdminMixin:
+    """Nobody adds, edits or deletes through this entry: it is a record, or a page."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
 @admin.register(ToolInvocation)
-class ToolInvocationAdmin(admin.ModelAdmin):
+class ToolInvocationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Invocations are a record of what happened: staff read them, nobody edits them."""
 
     list_display = (
@@ -217,15 +230,6 @@ class ToolInvocationAdmin(admin.ModelAdmin):
         return format_html(
             "<pre class='okb-json'>{}</pre>", json.dumps(obj.retrieval_details, ensure_ascii=False, indent=2)
         )
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     def get_urls(self):
         extra = [
@@ -395,19 +399,10 @@ def _l1_rows(details: dict) -> list[dict]:
 # --- the dashboard -----------------------------------------------------------------------------
 
 
-class _PageAdmin(admin.ModelAdmin):
+class _PageAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """An admin entry that is one page (no list, no objects): listed on the admin index."""
 
     page_name = ""
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     def get_urls(self):
         info = self.opts.app_label, self.opts.model_name
