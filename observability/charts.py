@@ -9,8 +9,13 @@ it opens that list.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime, timedelta
 
+from django.utils import timezone
 from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
+
+from observability import links, metrics
 
 # One colour per level, the same on every chart.
 LEVEL_COLOURS = {
@@ -254,3 +259,75 @@ def calibration_figure(*, bands: list[dict], reference: float, highly_relevant: 
     figure["layout"]["shapes"] = lines["shapes"]
     figure["layout"]["annotations"] = lines["annotations"]
     return figure
+
+
+# --- the pages' figures, with their links into the invocation list ------------------------------
+
+BUCKETS = {"hour": _("hour"), "day": _("day")}
+
+
+def dashboard_figures(*, data: dict, filters: metrics.InvocationFilter, thresholds) -> dict:
+    scope = links.scope(filters)
+
+    def by(param: str):
+        return lambda value: links.invocation_list_url(**scope, **{param: value or "none"})
+
+    def similarity_link(lo: float, hi: float) -> str:
+        return links.invocation_list_url(**scope, similarity=f"{lo:.2f}-{hi:.2f}")
+
+    def bucket_link(param: str):
+        def to(value, x: str, bucket: str) -> str:
+            fmt = "%Y-%m-%d %H:%M" if bucket == "hour" else "%Y-%m-%d"
+            start = datetime.strptime(x, fmt).replace(tzinfo=timezone.get_current_timezone())
+            end = start + (timedelta(hours=1) if bucket == "hour" else timedelta(days=1))
+            return links.invocation_list_url(
+                **{
+                    **scope,
+                    "from": links.iso(max(start, filters.start)),
+                    "to": links.iso(min(end, filters.end)),
+                },
+                **{param: value or "none"},
+            )
+
+        return to
+
+    level_values = {label: value for value, label in metrics.RELEVANCE_LEVELS}
+    dedup_values = {label: value for value, label in metrics.DEDUP_REASONS}
+    return {
+        "chart-relevance": distribution_figure(
+            rows=data["relevance"],
+            title=gettext("Relevance level distribution"),
+            colours=LEVEL_COLOURS,
+            link=by("level"),
+        ),
+        "chart-dedup": distribution_figure(
+            rows=data["dedup"],
+            title=gettext("Dedup reason distribution"),
+            colours=DEDUP_COLOURS,
+            link=by("dedup"),
+        ),
+        "chart-similarity": similarity_figure(
+            histogram=data["similarity"],
+            reference=thresholds.reference,
+            highly_relevant=thresholds.highly_relevant,
+            title=gettext("l1_top_similarity distribution"),
+            link=similarity_link,
+        ),
+        "chart-relevance-time": over_time_figure(
+            over_time=data["relevance_over_time"],
+            title=gettext("Relevance level per %(bucket)s")
+            % {"bucket": BUCKETS.get(filters.bucket, filters.bucket)},
+            colours=LEVEL_COLOURS,
+            values=level_values,
+            link=bucket_link("level"),
+        ),
+        "chart-dedup-time": over_time_figure(
+            over_time=data["dedup_over_time"],
+            title=gettext("Dedup reason per %(bucket)s")
+            % {"bucket": BUCKETS.get(filters.bucket, filters.bucket)},
+            colours=DEDUP_COLOURS,
+            values=dedup_values,
+            link=bucket_link("dedup"),
+        ),
+        "chart-sessions": sessions_figure(sessions=data["sessions"], title=gettext("Calls per session")),
+    }

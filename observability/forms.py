@@ -1,4 +1,4 @@
-"""Forms of the observability pages: dashboard filters, threshold application, hit testing."""
+"""Forms of the observability pages: dashboard filters, threshold application, feedback."""
 
 from __future__ import annotations
 
@@ -103,15 +103,3 @@ class FeedbackForm(forms.Form):
         choices=[("1", "helpful"), ("0", "not helpful")], coerce=lambda v: v == "1"
     )
     comment = forms.CharField(required=False, max_length=2000)
-
-
-class HitTestForm(forms.Form):
-    query = forms.CharField(
-        label=_("Query"), max_length=2000, widget=forms.TextInput(attrs={"size": 60, "autofocus": True})
-    )
-    session_id = forms.CharField(
-        label=_("Session id"),
-        required=False,
-        max_length=128,
-        help_text=_("Optional: see what this session would get given what it already retrieved."),
-    )

@@ -5,7 +5,8 @@ A dashboard range is split (``rollup_plan``) into whole days that have ended, re
 from tool_invocation itself through the covering dashboard index. Ranges of up to two days (bars
 per hour) read tool_invocation only: they are small.
 
-A day is rolled up the first time a dashboard needs it (``rollups_ensure``), or ahead of time by
+A day is rolled up by the worker: hourly (``observability.tasks``), when a dashboard found it
+missing (it reads the day raw meanwhile and queues the build: page views never write), or by
 ``manage.py rollup_invocations``. Invocations are recorded as they happen, so an ended day does
 not change; rows imported or deleted afterwards need ``rollup_invocations --rebuild``. Days are
 those of TIME_ZONE; a rollup built under another time zone is rebuilt.
@@ -33,9 +34,6 @@ SIMILARITY_BINS = 20
 # A day is rolled up only this long after it ended: calls still being recorded at midnight
 # (a transaction open across it) land first.
 GRACE = timedelta(minutes=5)
-# Missing days one page view builds itself (about a second each at 33,000 calls a day); it reads
-# any others from tool_invocation and queues their build for the worker.
-DAYS_BUILT_PER_VIEW = 2
 Kind = InvocationDailyRollup.Kind
 
 
@@ -162,22 +160,23 @@ def invocation_rollup_build(*, day: date) -> int:
     return total
 
 
-def rollups_ensure(days: list[date], *, build_limit: int | None = None) -> set[date]:
-    """Build the rollups of ``days`` that are missing (or from another time zone), at most
-    ``build_limit`` of them (the rest are queued for the worker); returns the days rolled up."""
+def rollup_days_ready(days: list[date]) -> set[date]:
+    """The days among ``days`` rolled up under the current time zone (a read)."""
     if not days:
         return set()
-    ready = set(
+    return set(
         InvocationRollupDay.objects.filter(
             day__in=days, time_zone=timezone.get_current_timezone_name()
         ).values_list("day", flat=True)
     )
-    missing = [day for day in days if day not in ready]
+
+
+def rollups_ensure(days: list[date]) -> set[date]:
+    """Build the rollups of ``days`` that are missing (or from another time zone); returns the
+    days rolled up. The worker's task and ``rollup_invocations`` call it, never a page view."""
+    ready = rollup_days_ready(days)
     # Newest first: the days a viewer looks at most often.
-    for n, day in enumerate(sorted(missing, reverse=True)):
-        if build_limit is not None and n >= build_limit:
-            _queue([d for d in missing if d not in ready])
-            break
+    for day in sorted((d for d in days if d not in ready), reverse=True):
         try:
             invocation_rollup_build(day=day)
         except IntegrityError:
@@ -186,13 +185,14 @@ def rollups_ensure(days: list[date], *, build_limit: int | None = None) -> set[d
     return ready
 
 
-def _queue(days: list[date]) -> None:
+def rollups_queue(days: list[date]) -> None:
+    """Ask the worker to build ``days`` (after the current transaction commits)."""
     from observability.tasks import invocation_rollups_build
 
     def send() -> None:
         try:
             invocation_rollups_build.delay(days=[d.isoformat() for d in days])
-        except Exception:  # a broker outage: the hourly run (or the next view) catches up
+        except Exception:  # a broker outage: the hourly run catches up
             logger.warning("could not queue the rollup of %d day(s)", len(days), exc_info=True)
 
     transaction.on_commit(send)

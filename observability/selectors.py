@@ -1,23 +1,22 @@
-"""Reads behind the dashboards: distributions of how lookups went, over a filtered set of calls.
+"""Reads behind the dashboards: how lookups went, over a filtered set of calls.
 
 Every chart is derived from four GROUP BYs ("facts": calls by level / dedup reason / status /
 similarity bin and time bucket; by duration; not-found calls by query; sessions by their number
 of calls). They are counted in the database, never row by row, through the covering
 ``tool_inv_dashboard_idx`` (observability.models), and for dashboard ranges of more than two days
 the whole ended days come from the daily rollups (observability.rollups), so the pages stay fast
-at a million invocations (see ``bench/dashboard.py``).
+at a million invocations (see ``bench/dashboard.py``). The numbers are computed from the facts
+by ``observability.metrics``.
 
-"Not found" is a lookup that ran (status SUCCESS or DEGRADED) and recorded no relevance level.
-ERROR rows have no level either; they count in the status rates and nowhere else.
+Reads only: a day without its rollup is counted from tool_invocation and its build is queued for
+the worker; no page view writes.
 """
 
 from __future__ import annotations
 
-import bisect
-import math
 from collections import Counter
-from dataclasses import dataclass, field, replace
-from datetime import date, datetime, timedelta
+from dataclasses import replace
+from datetime import date, datetime
 
 from django.db import connections
 from django.db.models import Count, F, Q, QuerySet, Sum
@@ -26,45 +25,24 @@ from django.db.models.functions import Floor, TruncDay, TruncHour
 from django.utils import timezone
 
 from observability import rollups
+from observability.metrics import (  # noqa: F401 - re-exported: the pages and tests read them here
+    DEDUP_REASONS,
+    LOOKUP_TOOL,
+    RELEVANCE_LEVELS,
+    SESSION_LOOKUPS_CAP,
+    Facts,
+    InvocationFilter,
+    dedup_from_facts,
+    latency_from_facts,
+    not_found_from_facts,
+    over_time_from_facts,
+    relevance_from_facts,
+    sessions_from_facts,
+    similarity_from_facts,
+    status_from_facts,
+)
 from observability.models import InvocationDailyRollup, ToolInvocation
 from observability.rollups import SIMILARITY_BINS
-
-LOOKUP_TOOL = "lookup_knowledge"
-
-# (value stored in relevance_level, label); None is "not found".
-RELEVANCE_LEVELS: list[tuple[str | None, str]] = [
-    ("PRECISE", "PRECISE"),
-    ("HIGHLY_RELEVANT", "HIGHLY_RELEVANT"),
-    ("REFERENCE", "REFERENCE"),
-    ("DEDUPED", "DEDUPED"),
-    (None, "not found"),
-]
-DEDUP_REASONS: list[tuple[str | None, str]] = [
-    ("doc_retrieved", "doc_retrieved"),
-    ("domain_retrieved", "domain_retrieved"),
-    (None, "none"),
-]
-# Lookups-per-session histogram: 1, 2, ... up to this, then "this or more" in one bar.
-SESSION_LOOKUPS_CAP = 10
-
-
-@dataclass(frozen=True)
-class InvocationFilter:
-    """Calls in [start, end), optionally of one tool and one domain (the dashboard), and of one
-    level / dedup reason / status (the invocation list's filters; "none" = not found / none)."""
-
-    start: datetime
-    end: datetime
-    tool_name: str | None = LOOKUP_TOOL
-    domain: str | None = None
-    level: str | None = None
-    dedup: str | None = None
-    status: str | None = None
-
-    @property
-    def bucket(self) -> str:
-        """Bars per hour up to two days, per day beyond."""
-        return "hour" if self.end - self.start <= timedelta(days=2) else "day"
 
 
 def invocations_filtered(*, filters: InvocationFilter) -> QuerySet[ToolInvocation]:
@@ -101,22 +79,6 @@ def _answered(qs: QuerySet[ToolInvocation]) -> QuerySet[ToolInvocation]:
 #
 # Counted from tool_invocation (any queryset) or read from the daily rollups, then added up: the
 # charts are computed from the sum, so both sources give the same numbers by construction.
-
-
-@dataclass
-class Facts:
-    # (bucket start or None, relevance_level, dedup_reason, status, similarity bin) -> calls
-    levels: Counter = field(default_factory=Counter)
-    durations: Counter = field(default_factory=Counter)  # duration_ms -> calls
-    not_found: Counter = field(default_factory=Counter)  # query -> calls
-    sessions: Counter = field(default_factory=Counter)  # calls in the session -> sessions
-
-    def add(self, other: Facts) -> Facts:
-        self.levels.update(other.levels)
-        self.durations.update(other.durations)
-        self.not_found.update(other.not_found)
-        self.sessions.update(other.sessions)
-        return self
 
 
 def _trunc(bucket: str | None):
@@ -212,8 +174,8 @@ def invocation_facts(
     now: datetime | None = None,
 ) -> Facts:
     """The facts of a range: ended whole days from the daily rollups, the rest from
-    tool_invocation. A view builds at most ``rollups.DAYS_BUILT_PER_VIEW`` missing days itself,
-    reads any others raw and queues their build. ``use_rollups=False`` counts everything from
+    tool_invocation. A day not rolled up yet is read raw and its build queued: a view never
+    writes. ``use_rollups=False`` counts everything from
     tool_invocation (the benchmark and the tests compare both); ``levels_only`` skips the
     latency, not-found and session facts (the invocation list charts only levels)."""
     # Latency, not-found and session rollups have no level dimensions: with a level, dedup or
@@ -225,8 +187,11 @@ def invocation_facts(
     else:
         raw_ranges, days = [(filters.start, filters.end)], []
     if days:
-        ready = rollups.rollups_ensure(days, build_limit=rollups.DAYS_BUILT_PER_VIEW)
-        raw_ranges += rollups.day_ranges([d for d in days if d not in ready])
+        ready = rollups.rollup_days_ready(days)
+        missing = [d for d in days if d not in ready]
+        if missing:  # counted raw now; the worker builds them for the next view
+            rollups.rollups_queue(missing)
+            raw_ranges += rollups.day_ranges(missing)
         days = [d for d in days if d in ready]
     facts = Facts()
     for start, end in raw_ranges:
@@ -238,162 +203,6 @@ def invocation_facts(
     if days:
         facts.add(_rollup_facts(days=days, filters=filters, levels_only=levels_only))
     return facts
-
-
-def _bucket_starts(filters: InvocationFilter) -> list[datetime]:
-    tz = timezone.get_current_timezone()
-    start = timezone.localtime(filters.start, tz)
-    if filters.bucket == "hour":
-        first, step = start.replace(minute=0, second=0, microsecond=0), timedelta(hours=1)
-    else:
-        first, step = start.replace(hour=0, minute=0, second=0, microsecond=0), timedelta(days=1)
-    starts = []
-    current = first
-    while current < filters.end and len(starts) < 24 * 400:
-        starts.append(current)
-        # Step in local wall time so days stay days across a DST change.
-        current = (current.replace(tzinfo=None) + step).replace(tzinfo=tz)
-    return starts
-
-
-def _percentile(values_counts: list[tuple[int, int]], total: int, q: float) -> int | None:
-    """The nearest-rank q-th percentile of a sorted (value, count) list."""
-    if not total:
-        return None
-    rank = max(1, math.ceil(q / 100.0 * total))
-    cumulative = []
-    running = 0
-    for _, n in values_counts:
-        running += n
-        cumulative.append(running)
-    return values_counts[bisect.bisect_left(cumulative, rank)][0]
-
-
-# --- charts' numbers, derived from facts ----------------------------------------------------------
-
-
-def _distribution(counts: Counter, order: list[tuple[str | None, str]]) -> list[dict]:
-    counts = Counter(counts)
-    known = [value for value, _ in order]
-    total = sum(counts.values())
-    rows = [{"value": value, "label": label, "count": counts.pop(value, 0)} for value, label in order]
-    # Values the code does not know yet (a level added later) still show, after the known ones.
-    rows += [
-        {"value": value, "label": str(value), "count": n}
-        for value, n in sorted(counts.items(), key=lambda kv: str(kv[0]))
-        if value not in known and n
-    ]
-    for row in rows:
-        row["percent"] = round(100.0 * row["count"] / total, 1) if total else 0.0
-    return rows
-
-
-def _answered_levels(levels: Counter):
-    for (t, level, dedup, status, b), n in levels.items():
-        if status != ToolInvocation.Status.ERROR:
-            yield t, level, dedup, status, b, n
-
-
-def relevance_from_facts(facts: Facts) -> list[dict]:
-    counts: Counter = Counter()
-    for _, level, _, _, _, n in _answered_levels(facts.levels):
-        counts[level] += n
-    return _distribution(counts, RELEVANCE_LEVELS)
-
-
-def dedup_from_facts(facts: Facts) -> list[dict]:
-    counts: Counter = Counter()
-    for _, _, dedup, _, _, n in _answered_levels(facts.levels):
-        counts[dedup] += n
-    return _distribution(counts, DEDUP_REASONS)
-
-
-def similarity_from_facts(facts: Facts) -> dict:
-    labels = dict(RELEVANCE_LEVELS)
-    levels: dict[str, list[int]] = {label: [0] * SIMILARITY_BINS for _, label in RELEVANCE_LEVELS}
-    total = 0
-    for _, level, _, _, b, n in _answered_levels(facts.levels):
-        if b is None:
-            continue
-        index = min(max(b, 0), SIMILARITY_BINS - 1)  # a similarity of exactly 1.0: the last bin
-        label = labels.get(level, str(level))
-        levels.setdefault(label, [0] * SIMILARITY_BINS)[index] += n
-        total += n
-    bins = [
-        {"lo": round(i / SIMILARITY_BINS, 4), "hi": round((i + 1) / SIMILARITY_BINS, 4)}
-        for i in range(SIMILARITY_BINS)
-    ]
-    return {"bins": bins, "levels": levels, "total": total}
-
-
-def over_time_from_facts(facts: Facts, *, filters: InvocationFilter, field_name: str) -> dict:
-    order = {"relevance_level": RELEVANCE_LEVELS, "dedup_reason": DEDUP_REASONS}[field_name]
-    starts = _bucket_starts(filters)
-    position = {s: i for i, s in enumerate(starts)}
-    labels = dict(order)
-    series: dict[str, list[int]] = {label: [0] * len(starts) for _, label in order}
-    for t, level, dedup, _, _, n in _answered_levels(facts.levels):
-        i = position.get(t)
-        if i is None:  # outside the listed buckets (cannot happen unless the range is enormous)
-            continue
-        value = level if field_name == "relevance_level" else dedup
-        label = labels.get(value, str(value))
-        series.setdefault(label, [0] * len(starts))[i] += n
-    x = [s.strftime("%Y-%m-%d %H:%M" if filters.bucket == "hour" else "%Y-%m-%d") for s in starts]
-    return {"bucket": filters.bucket, "x": x, "series": series}
-
-
-def status_from_facts(facts: Facts) -> dict:
-    counts: Counter = Counter()
-    for (_, _, _, status, _), n in facts.levels.items():
-        counts[status] += n
-    total = sum(counts.values())
-
-    def rate(status: str) -> float:
-        return round(100.0 * counts.get(status, 0) / total, 2) if total else 0.0
-
-    return {
-        "calls": total,
-        "counts": {s: counts.get(s, 0) for s in ToolInvocation.Status.values},
-        "error_rate": rate(ToolInvocation.Status.ERROR),
-        "degraded_rate": rate(ToolInvocation.Status.DEGRADED),
-    }
-
-
-def latency_from_facts(facts: Facts) -> dict:
-    per_value = sorted((v, n) for v, n in facts.durations.items() if n)
-    total = sum(n for _, n in per_value)
-    return {
-        "calls": total,
-        "p50": _percentile(per_value, total, 50),
-        "p95": _percentile(per_value, total, 95),
-        "p99": _percentile(per_value, total, 99),
-        "max": per_value[-1][0] if per_value else None,
-    }
-
-
-def not_found_from_facts(facts: Facts, *, limit: int = 10) -> list[dict]:
-    ranked = sorted(((-n, q) for q, n in facts.not_found.items() if n))[:limit]
-    return [{"query": q, "count": -negative} for negative, q in ranked]
-
-
-def sessions_from_facts(facts: Facts) -> dict:
-    per_count = sorted((n, s) for n, s in facts.sessions.items() if s)
-    sessions = sum(s for _, s in per_count)
-    calls = sum(n * s for n, s in per_count)
-    histogram = [0] * SESSION_LOOKUPS_CAP
-    for n, s in per_count:
-        histogram[min(n, SESSION_LOOKUPS_CAP) - 1] += s
-    labels = [str(i) for i in range(1, SESSION_LOOKUPS_CAP)] + [f"{SESSION_LOOKUPS_CAP}+"]
-    return {
-        "sessions": sessions,
-        "calls": calls,
-        "mean": round(calls / sessions, 2) if sessions else None,
-        "p50": _percentile(per_count, sessions, 50),
-        "p95": _percentile(per_count, sessions, 95),
-        "max": per_count[-1][0] if per_count else None,
-        "histogram": {"labels": labels, "sessions": histogram},
-    }
 
 
 # --- the same numbers for any queryset (the invocation list's charts, tests) -------------------

@@ -76,8 +76,8 @@ def test_rolled_up_dashboard_equals_counting_raw_rows(
         mock.patch("django.utils.timezone.now", return_value=NOW),
         django_capture_on_commit_callbacks(execute=True) as queued,
     ):
-        # The first view builds the two newest missing days, reads the other four raw and
-        # queues their build (run here by the eager worker).
+        # The first view reads the six missing days raw (a view never writes) and queues their
+        # build (run here by the eager worker).
         first = selectors.dashboard_data(filters=filters)
     assert len(queued) == 1
     assert first == raw
@@ -140,3 +140,16 @@ def test_periodic_task_rolls_up_the_last_ended_days(week):
         date(2026, 3, 8),
         date(2026, 3, 9),
     ]
+
+
+def test_a_dashboard_view_writes_nothing(week, django_capture_on_commit_callbacks):
+    filters = InvocationFilter(start=NOW - timedelta(days=7), end=NOW)
+    raw = selectors.dashboard_data(filters=filters, use_rollups=False)
+    with (
+        mock.patch("django.utils.timezone.now", return_value=NOW),
+        django_capture_on_commit_callbacks(execute=False) as queued,
+    ):
+        assert selectors.dashboard_data(filters=filters) == raw
+    # The missing days were read raw and their build queued, not built by the view.
+    assert len(queued) == 1
+    assert InvocationRollupDay.objects.count() == 0 and InvocationDailyRollup.objects.count() == 0

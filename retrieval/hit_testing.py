@@ -3,9 +3,8 @@ lookup would do: L0 matches, L1 candidates with raw score and similarity, the le
 agent would get, and the body itself.
 
 It runs the real lookup (``retrieval.services.lookup_knowledge``) with ``dry_run=True``: the
-session is not marked and no invocation is recorded. This is the one place observability calls
-into retrieval (the recording direction is retrieval -> observability), hence the import inside
-the function: the admin loads without the retrieval stack, and the page is the only user.
+session is not marked and no invocation is recorded. A retrieval feature, so it lives here; its
+admin entry sits with the other staff pages in observability.admin (a proxy model there).
 """
 
 from __future__ import annotations
@@ -13,17 +12,29 @@ from __future__ import annotations
 import json
 import uuid
 
+from django import forms
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
+from django.utils.translation import gettext_lazy as _
 
-from observability.forms import HitTestForm
+from retrieval.services import lookup_knowledge
+
+
+class HitTestForm(forms.Form):
+    query = forms.CharField(
+        label=_("Query"), max_length=2000, widget=forms.TextInput(attrs={"size": 60, "autofocus": True})
+    )
+    session_id = forms.CharField(
+        label=_("Session id"),
+        required=False,
+        max_length=128,
+        help_text=_("Optional: see what this session would get given what it already retrieved."),
+    )
 
 
 def hit_test_run(*, query: str, session_id: str = "") -> dict:
     """One dry-run lookup; returns the agent's body, the details and the session used."""
-    from retrieval.services import lookup_knowledge
-
     # No session given: a fresh one that has retrieved nothing (and is never marked).
     session = session_id or f"hit-test-{uuid.uuid4().hex[:12]}"
     outcome = lookup_knowledge(query=query, session_id=session, dry_run=True, source="hit_test")

@@ -1,0 +1,256 @@
+"""The invocation browser: the list (with charts above it) and one invocation's page."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import HttpRequest, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
+
+from observability import charts, selectors
+from observability.admin.base import ReadOnlyAdminMixin
+from observability.admin.filters import (
+    DedupFilter,
+    DomainFilter,
+    LevelFilter,
+    SimilarityFilter,
+    TimeRangeFilter,
+)
+from observability.feedback import feedback_record
+from observability.forms import FeedbackForm
+from observability.models import InvocationFeedback, ToolInvocation
+
+
+@admin.register(ToolInvocation)
+class ToolInvocationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Invocations are a record of what happened: staff read them, nobody edits them."""
+
+    list_display = (
+        "created_at",
+        "tool_name",
+        "session_id",
+        "query",
+        "status",
+        "relevance_level",
+        "dedup_reason",
+        "similarity",
+        "duration_ms",
+    )
+    list_filter = (
+        LevelFilter,
+        DedupFilter,
+        "status",
+        DomainFilter,
+        ("created_at", admin.DateFieldListFilter),
+        TimeRangeFilter,
+        SimilarityFilter,
+        "tool_name",
+    )
+    search_fields = ("session_id", "request__query")
+    search_help_text = _("Search by session id or query text.")
+    # No date_hierarchy: its MIN/MAX and DISTINCT-dates queries read every listed row (seconds
+    # over a filtered million); the created_at filter and the dashboard's from/to cover dates.
+    # COUNT(*) over a million rows on every page view costs more than it tells.
+    show_full_result_count = False
+    list_per_page = 50
+    change_list_template = "admin/observability/toolinvocation/change_list.html"
+    change_form_template = "admin/observability/toolinvocation/change_form.html"
+    fieldsets = (
+        (None, {"fields": ("created_at", "tool_name", "session_id", "status", "duration_ms", "error")}),
+        (_("Result"), {"fields": ("relevance_level", "dedup_reason", "l1_top_similarity", "primary_domain")}),
+        (_("Raw record"), {"fields": ("request_pretty", "result_summary", "retrieval_details_pretty")}),
+    )
+    readonly_fields = ("request_pretty", "retrieval_details_pretty")
+
+    @admin.display(description=_("query"))
+    def query(self, obj: ToolInvocation) -> str:
+        text = (obj.request or {}).get("query", "") if isinstance(obj.request, dict) else ""
+        return text if len(text) <= 60 else text[:57] + "…"
+
+    @admin.display(description=_("similarity"), ordering="l1_top_similarity")
+    def similarity(self, obj: ToolInvocation) -> str:
+        return "" if obj.l1_top_similarity is None else f"{obj.l1_top_similarity:.3f}"
+
+    @admin.display(description=_("request"))
+    def request_pretty(self, obj: ToolInvocation) -> str:
+        return format_html(
+            "<pre class='okb-json'>{}</pre>", json.dumps(obj.request, ensure_ascii=False, indent=2)
+        )
+
+    @admin.display(description="retrieval_details")
+    def retrieval_details_pretty(self, obj: ToolInvocation) -> str:
+        return format_html(
+            "<pre class='okb-json'>{}</pre>", json.dumps(obj.retrieval_details, ensure_ascii=False, indent=2)
+        )
+
+    def get_urls(self):
+        extra = [
+            path(
+                "<int:object_id>/feedback/",
+                self.admin_site.admin_view(self.feedback_view),
+                name="observability_toolinvocation_feedback",
+            ),
+        ]
+        return extra + super().get_urls()
+
+    def changelist_view(self, request, extra_context=None):
+        response = super().changelist_view(request, extra_context)
+        context = getattr(response, "context_data", None)
+        if not context or "cl" not in context:
+            return response  # a redirect or an error page
+        cl = context["cl"]
+        qs = cl.queryset
+
+        def link(param: str):
+            def to(value):
+                return cl.get_query_string({param: value or "none"}, remove=["p"])
+
+            return to
+
+        filters = _rollup_filters(cl)
+        if filters is None:  # a search or a filter the rollups do not hold: count the rows
+            relevance, dedup = selectors.level_and_dedup_distributions(qs=qs)
+        else:
+            facts = selectors.invocation_facts(filters=filters, levels_only=True)
+            relevance, dedup = selectors.relevance_from_facts(facts), selectors.dedup_from_facts(facts)
+        context["figures"] = {
+            "chart-relevance": charts.distribution_figure(
+                rows=relevance,
+                title=gettext("Relevance level distribution"),
+                colours=charts.LEVEL_COLOURS,
+                link=link("level"),
+            ),
+            "chart-dedup": charts.distribution_figure(
+                rows=dedup,
+                title=gettext("Dedup reason distribution"),
+                colours=charts.DEDUP_COLOURS,
+                link=link("dedup"),
+            ),
+        }
+        context["dashboard_url"] = reverse("admin:observability_retrievaldashboard_changelist")
+        return response
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        obj = self.get_object(request, admin.utils.unquote(object_id))
+        extra_context = extra_context or {}
+        if obj is not None:
+            details = obj.retrieval_details if isinstance(obj.retrieval_details, dict) else {}
+            extra_context.update(
+                details=details,
+                l1_rows=_l1_rows(details),
+                feedback=list(obj.feedback.select_related("user")),
+                my_feedback=obj.feedback.filter(user=request.user).first(),
+                feedback_url=reverse("admin:observability_toolinvocation_feedback", args=[obj.pk]),
+                query_text=(obj.request or {}).get("query", "") if isinstance(obj.request, dict) else "",
+            )
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def feedback_view(self, request: HttpRequest, object_id: int):
+        """The thumbs on the detail page: staff judge whether the result helped."""
+        if request.method != "POST":
+            return HttpResponseRedirect(
+                reverse("admin:observability_toolinvocation_change", args=[object_id])
+            )
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        invocation = get_object_or_404(ToolInvocation, pk=object_id)
+        form = FeedbackForm(request.POST)
+        if form.is_valid():
+            try:
+                _, created = feedback_record(
+                    invocation_id=invocation.pk,
+                    helpful=form.cleaned_data["helpful"],
+                    comment=form.cleaned_data["comment"],
+                    user=request.user,
+                    source=InvocationFeedback.Source.STAFF,
+                )
+            except ValidationError as exc:
+                messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items()))
+            else:
+                verdict = gettext("helpful") if form.cleaned_data["helpful"] else gettext("not helpful")
+                text = (
+                    gettext("Recorded: %(verdict)s.")
+                    if created
+                    else gettext("Recorded: %(verdict)s (replaces your earlier judgement).")
+                )
+                messages.success(request, text % {"verdict": verdict})
+        else:
+            messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+        return HttpResponseRedirect(
+            reverse("admin:observability_toolinvocation_change", args=[invocation.pk])
+        )
+
+
+# The list filters the daily rollups can answer (their columns); anything else counts rows.
+ROLLUP_LIST_PARAMS = {"level", "dedup", "status__exact", "domain", "tool_name", "from", "to"} | {
+    "created_at__gte",
+    "created_at__lt",
+}
+
+
+def _moment(value: str | None) -> datetime | None:
+    from django.utils.dateparse import parse_date, parse_datetime
+
+    if not value:
+        return None
+    try:
+        moment = parse_datetime(value)
+        if moment is None:
+            day = parse_date(value)
+            moment = datetime.combine(day, datetime.min.time()) if day else None
+    except ValueError:
+        return None
+    if moment is not None and timezone.is_naive(moment):
+        moment = timezone.make_aware(moment)
+    return moment
+
+
+def _rollup_filters(cl) -> selectors.InvocationFilter | None:
+    """The list's filters as an InvocationFilter, when the rollups can answer them all.
+
+    Over a million rows the charts above the list would otherwise count every row on each page
+    view; with only these filters they read ended days from the daily rollups."""
+    params = {k: (v[-1] if isinstance(v, list) else v) for k, v in cl.get_filters_params().items()}
+    if cl.query or set(params) - ROLLUP_LIST_PARAMS:
+        return None
+    starts = [_moment(params.get(p)) for p in ("from", "created_at__gte") if params.get(p)]
+    ends = [_moment(params.get(p)) for p in ("to", "created_at__lt") if params.get(p)]
+    if None in starts or None in ends:
+        return None
+    # No bound: the first and last recorded call (two reads of the created_at index).
+    bounds = ToolInvocation.objects.order_by("created_at").values_list("created_at", flat=True)
+    start = max(starts) if starts else bounds.first()
+    end = min(ends) if ends else (bounds.last() or timezone.now()) + timedelta(microseconds=1)
+    if start is None or start >= end:
+        return None
+    return selectors.InvocationFilter(
+        start=start,
+        end=end,
+        tool_name=params.get("tool_name") or None,
+        domain=params.get("domain") or None,
+        level=params.get("level") or None,
+        dedup=params.get("dedup") or None,
+        status=params.get("status__exact") or None,
+    )
+
+
+def _l1_rows(details: dict) -> list[dict]:
+    """The L1 candidates of a record as rows: raw score and the similarity it normalises to."""
+    from django.conf import settings
+
+    max_l2 = float(settings.RETRIEVAL_MAX_L2_DISTANCE)
+    rows = []
+    for i, score in enumerate(details.get("l1_scores") or []):
+        if not isinstance(score, int | float):
+            continue
+        similarity = 1 - min(max(float(score), 0.0), max_l2) / max_l2
+        rows.append({"rank": i + 1, "score": round(float(score), 4), "similarity": round(similarity, 4)})
+    return rows
