@@ -13,7 +13,7 @@ A value of the wrong type (a string where a number belongs, JSON null, a missing
 
 from __future__ import annotations
 
-from django.db.models import CharField, Expression, FloatField
+from django.db.models import CharField, Expression, F, FloatField, Func, TextField, Value
 
 
 def _json_path(path: str) -> str:
@@ -119,3 +119,22 @@ class JSONString(Expression):
             f"THEN LEFT(JSON_UNQUOTE({value}), {self.max_length}) END)",
             [],
         )
+
+
+class JSONValueText(Func):
+    """``column -> path`` as JSON text (a string stays quoted and escaped), NULL when missing.
+
+    For reads that group by what an agent sent (the not-found queries): unquoting in SQL would
+    hand a stored lone surrogate back as bytes that are not UTF-8, and SQLite then fails the
+    whole query. ``observability.display.json_value_text`` turns the JSON text into text."""
+
+    output_field = TextField()
+
+    def __init__(self, column: str, path: str):
+        super().__init__(F(column), Value(_json_path(path)))
+
+    def as_sql(self, compiler, connection, **extra):
+        return super().as_sql(compiler, connection, function="JSON_EXTRACT", **extra)
+
+    def as_sqlite(self, compiler, connection, **extra):
+        return super().as_sql(compiler, connection, template="(%(expressions)s)", arg_joiner=" -> ", **extra)

@@ -76,7 +76,8 @@ class ToolInvocation(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.tool_name} #{self.pk} ({self.session_id})"
+        # No session id: it is the agent's own string, and this is every page's title.
+        return f"{self.tool_name} #{self.pk}"
 
 
 class InvocationDailyRollup(models.Model):

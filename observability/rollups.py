@@ -22,10 +22,11 @@ from datetime import date, datetime, time, timedelta
 
 from django.db import IntegrityError, connections, transaction
 from django.db.models import Count, F, QuerySet
-from django.db.models.fields.json import KT
 from django.db.models.functions import Floor
 from django.utils import timezone
 
+from observability.display import json_value_text
+from observability.expressions import JSONValueText
 from observability.models import InvocationDailyRollup, InvocationRollupDay, ToolInvocation
 
 logger = logging.getLogger(__name__)
@@ -136,7 +137,7 @@ def invocation_rollup_build(*, day: date) -> int:
     not_found = (
         qs.exclude(status=ToolInvocation.Status.ERROR)
         .filter(relevance_level__isnull=True)
-        .annotate(q=KT("request__query"))
+        .annotate(q=JSONValueText("request", "$.query"))
         .values("tool_name", "primary_domain", "q")
         .annotate(n=Count("*"))
     )
@@ -147,7 +148,7 @@ def invocation_rollup_build(*, day: date) -> int:
                 kind=Kind.NOT_FOUND,
                 tool_name=r["tool_name"],
                 primary_domain=r["primary_domain"],
-                query=r["q"] or "",
+                query=json_value_text(r["q"]),
                 calls=r["n"],
             )
         )

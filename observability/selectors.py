@@ -20,11 +20,12 @@ from datetime import date, datetime
 
 from django.db import connections
 from django.db.models import Count, F, Q, QuerySet, Sum
-from django.db.models.fields.json import KT
 from django.db.models.functions import Floor, TruncDay, TruncHour
 from django.utils import timezone
 
 from observability import rollups
+from observability.display import json_value_text
+from observability.expressions import JSONValueText
 from observability.metrics import (  # noqa: F401 - re-exported: the pages and tests read them here
     DEDUP_REASONS,
     LOOKUP_TOOL,
@@ -114,14 +115,14 @@ def _not_found_facts(qs: QuerySet[ToolInvocation]) -> Counter:
     rows = (
         _answered(qs)
         .filter(relevance_level__isnull=True)
-        .annotate(query=KT("request__query"))
+        .annotate(query=JSONValueText("request", "$.query"))
         .values("query")
         .annotate(n=Count("*"))
         .order_by()
     )
     counts: Counter = Counter()
     for row in rows:
-        counts[row["query"] or ""] += row["n"]
+        counts[json_value_text(row["query"])] += row["n"]
     return counts
 
 

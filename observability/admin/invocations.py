@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta
 
 from django.contrib import admin, messages
@@ -24,6 +23,13 @@ from observability.admin.filters import (
     SimilarityFilter,
     TimeRangeFilter,
 )
+from observability.display import (
+    clipped,
+    display_clean,
+    display_json,
+    display_text,
+    request_query,
+)
 from observability.feedback import feedback_record
 from observability.forms import FeedbackForm
 from observability.models import InvocationFeedback, ToolInvocation
@@ -33,17 +39,19 @@ from observability.models import InvocationFeedback, ToolInvocation
 class ToolInvocationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Invocations are a record of what happened: staff read them, nobody edits them."""
 
+    # Level and similarity first: at 1440 px with the sidebar open they are what a reader scans.
     list_display = (
-        "created_at",
-        "tool_name",
-        "session_id",
-        "query",
-        "status",
-        "relevance_level",
-        "dedup_reason",
+        "level",
         "similarity",
+        "query",
+        "dedup",
+        "tool_name",
+        "session",
+        "status",
         "duration_ms",
+        "created_at",
     )
+    list_display_links = ("query", "created_at")
     list_filter = (
         LevelFilter,
         DedupFilter,
@@ -63,33 +71,61 @@ class ToolInvocationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_per_page = 50
     change_list_template = "admin/observability/toolinvocation/change_list.html"
     change_form_template = "admin/observability/toolinvocation/change_form.html"
+    # Level, dedup reason and similarity are in the readable summary above: not repeated here.
     fieldsets = (
-        (None, {"fields": ("created_at", "tool_name", "session_id", "status", "duration_ms", "error")}),
-        (_("Result"), {"fields": ("relevance_level", "dedup_reason", "l1_top_similarity", "primary_domain")}),
-        (_("Raw record"), {"fields": ("request_pretty", "result_summary", "retrieval_details_pretty")}),
+        (
+            None,
+            {"fields": ("created_at", "tool_name", "session_shown", "status", "duration_ms", "error_shown")},
+        ),
+        (_("Raw record"), {"fields": ("request_pretty", "summary_shown", "retrieval_details_pretty")}),
     )
-    readonly_fields = ("request_pretty", "retrieval_details_pretty")
+    readonly_fields = (
+        "session_shown",
+        "error_shown",
+        "summary_shown",
+        "request_pretty",
+        "retrieval_details_pretty",
+    )
 
     @admin.display(description=_("query"))
     def query(self, obj: ToolInvocation) -> str:
-        text = (obj.request or {}).get("query", "") if isinstance(obj.request, dict) else ""
-        return text if len(text) <= 60 else text[:57] + "…"
+        return clipped(request_query(obj.request), 48, empty=gettext("(no query)"))
+
+    @admin.display(description=_("relevance level"), ordering="relevance_level")
+    def level(self, obj: ToolInvocation) -> str:
+        return level_badge(obj)
+
+    @admin.display(description=_("dedup reason"), ordering="dedup_reason")
+    def dedup(self, obj: ToolInvocation) -> str:
+        return obj.dedup_reason or format_html('<span class="okb-muted">{}</span>', gettext("none"))
+
+    @admin.display(description=_("session"), ordering="session_id")
+    def session(self, obj: ToolInvocation) -> str:
+        return clipped(obj.session_id, 14)
+
+    @admin.display(description=_("session"))
+    def session_shown(self, obj: ToolInvocation) -> str:
+        return clipped(obj.session_id, 80)
+
+    @admin.display(description=_("error"))
+    def error_shown(self, obj: ToolInvocation) -> str:
+        return format_html("<pre class='okb-json'>{}</pre>", display_text(obj.error)) if obj.error else "–"
+
+    @admin.display(description=_("result summary"))
+    def summary_shown(self, obj: ToolInvocation) -> str:
+        return format_html("<pre class='okb-json'>{}</pre>", display_text(obj.result_summary))
 
     @admin.display(description=_("similarity"), ordering="l1_top_similarity")
     def similarity(self, obj: ToolInvocation) -> str:
-        return "" if obj.l1_top_similarity is None else f"{obj.l1_top_similarity:.3f}"
+        return "–" if obj.l1_top_similarity is None else f"{obj.l1_top_similarity:.3f}"
 
     @admin.display(description=_("request"))
     def request_pretty(self, obj: ToolInvocation) -> str:
-        return format_html(
-            "<pre class='okb-json'>{}</pre>", json.dumps(obj.request, ensure_ascii=False, indent=2)
-        )
+        return format_html("<pre class='okb-json'>{}</pre>", display_json(obj.request))
 
     @admin.display(description="retrieval_details")
     def retrieval_details_pretty(self, obj: ToolInvocation) -> str:
-        return format_html(
-            "<pre class='okb-json'>{}</pre>", json.dumps(obj.retrieval_details, ensure_ascii=False, indent=2)
-        )
+        return format_html("<pre class='okb-json'>{}</pre>", display_json(obj.retrieval_details))
 
     def get_urls(self):
         extra = [
@@ -142,14 +178,14 @@ class ToolInvocationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         obj = self.get_object(request, admin.utils.unquote(object_id))
         extra_context = extra_context or {}
         if obj is not None:
-            details = obj.retrieval_details if isinstance(obj.retrieval_details, dict) else {}
+            details = display_clean(obj.retrieval_details) if isinstance(obj.retrieval_details, dict) else {}
             extra_context.update(
                 details=details,
                 l1_rows=_l1_rows(details),
                 feedback=list(obj.feedback.select_related("user")),
                 my_feedback=obj.feedback.filter(user=request.user).first(),
                 feedback_url=reverse("admin:observability_toolinvocation_feedback", args=[obj.pk]),
-                query_text=(obj.request or {}).get("query", "") if isinstance(obj.request, dict) else "",
+                query_text=display_text(request_query(obj.request)),
             )
         return super().change_view(request, object_id, form_url, extra_context)
 
@@ -240,6 +276,17 @@ def _rollup_filters(cl) -> selectors.InvocationFilter | None:
         dedup=params.get("dedup") or None,
         status=params.get("status__exact") or None,
     )
+
+
+def level_badge(obj: ToolInvocation) -> str:
+    """The level as a coloured badge; no level is "not found" (one name everywhere), or "error"."""
+    if obj.relevance_level:
+        return format_html(
+            '<span class="okb-level okb-level-{}">{}</span>', obj.relevance_level, obj.relevance_level
+        )
+    if obj.status == ToolInvocation.Status.ERROR:
+        return format_html('<span class="okb-muted">{}</span>', gettext("error"))
+    return format_html('<span class="okb-level okb-level-none">{}</span>', gettext("not found"))
 
 
 def _l1_rows(details: dict) -> list[dict]:

@@ -53,7 +53,7 @@ def test_no_operation_answers_a_5xx_to_generated_input(agent_token, settings):
         request_finished.connect(close_old_connections)
 
 
-def _fuzz(application, agent_token: str) -> None:
+def _fuzz(application, agent_token: str, examples: int = FUZZ_EXAMPLES) -> None:
     schema = schemathesis.openapi.from_wsgi("/api/schema/", application)
     headers = {"Authorization": f"Token {agent_token}"}
     server_errors: list[str] = []
@@ -68,7 +68,7 @@ def _fuzz(application, agent_token: str) -> None:
         # missing or extra fields, bodies that are not what the operation takes.
         @given(case=operation.as_strategy(generation_mode=mode))
         @hypothesis_settings(
-            max_examples=FUZZ_EXAMPLES,
+            max_examples=examples,
             deadline=None,
             derandomize=True,
             database=None,
