@@ -31,6 +31,16 @@ FONT = '"WenQuanYi Micro Hei", "Noto Sans CJK SC", "PingFang SC", "Microsoft YaH
 Link = Callable[..., str]
 
 
+def count_axis(title: str, counts) -> dict:
+    """A y axis of whole numbers: ticks 1 apart for small counts (plotly would draw 0.5 steps)."""
+    top = max([0, *counts])
+    step = 1 if top <= 8 else None
+    axis = {"title": {"text": title}, "rangemode": "tozero", "tickformat": "d"}
+    if step:
+        axis["dtick"] = step
+    return axis
+
+
 def _layout(title: str, **extra) -> dict:
     layout = {
         "title": {"text": title, "font": {"size": 15}},
@@ -63,7 +73,7 @@ def distribution_figure(*, rows: list[dict], title: str, colours: dict[str, str]
         "layout": _layout(
             title,
             xaxis={"automargin": True},
-            yaxis={"title": {"text": gettext("calls")}, "rangemode": "tozero"},
+            yaxis=count_axis(gettext("calls"), [row["count"] for row in rows]),
         ),
     }
 
@@ -135,7 +145,12 @@ def similarity_figure(
                 "range": [0, 1],
                 "dtick": 0.1,
             },
-            yaxis={"title": {"text": gettext("calls")}, "rangemode": "tozero"},
+            yaxis=count_axis(
+                gettext("calls"),
+                [sum(c) for c in zip(*histogram["levels"].values(), strict=True)]
+                if histogram["levels"]
+                else [],
+            ),
             shapes=[ref_line, hr_line],
             annotations=[ref_note, hr_note],
             legend={"orientation": "h", "y": -0.25, "traceorder": "normal"},
@@ -168,7 +183,12 @@ def over_time_figure(
             title,
             barmode="stack",
             xaxis={"type": "category", "tickangle": -45, "nticks": 12, "automargin": True},
-            yaxis={"title": {"text": gettext("calls")}, "rangemode": "tozero"},
+            yaxis=count_axis(
+                gettext("calls"),
+                [sum(c) for c in zip(*over_time["series"].values(), strict=True)]
+                if over_time["series"]
+                else [],
+            ),
             # Legend on the right: below the plot it collides with the slanted time labels.
             legend={"traceorder": "normal", "font": {"size": 11}},
             margin={"l": 50, "r": 10, "t": 50, "b": 60},
@@ -194,7 +214,7 @@ def sessions_figure(*, sessions: dict, title: str) -> dict:
         "layout": _layout(
             title,
             xaxis={"title": {"text": gettext("calls per session")}, "type": "category"},
-            yaxis={"title": {"text": gettext("sessions")}, "rangemode": "tozero"},
+            yaxis=count_axis(gettext("sessions"), sessions["histogram"]["sessions"]),
         ),
     }
 

@@ -20,6 +20,9 @@ from observability.models import ToolInvocation
 from observability.rollups import SIMILARITY_BINS
 
 LOOKUP_TOOL = "lookup_knowledge"
+DIFY_TOOL = "dify_retrieval"
+# The level facts' mark of a Dify call: it has its own outcome, outside the relevance views.
+DIFY = "__dify__"
 
 # (value stored in relevance_level, label); None is "not found".
 RELEVANCE_LEVELS: list[tuple[str | None, str]] = [
@@ -122,8 +125,9 @@ def _distribution(counts: Counter, order: list[tuple[str | None, str]]) -> list[
 
 
 def _answered_levels(levels: Counter):
+    """Lookups that ran to an answer (Dify calls and errors left out)."""
     for (t, level, dedup, status, b), n in levels.items():
-        if status != ToolInvocation.Status.ERROR:
+        if status != ToolInvocation.Status.ERROR and level != DIFY:
             yield t, level, dedup, status, b, n
 
 

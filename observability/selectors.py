@@ -19,7 +19,7 @@ from dataclasses import replace
 from datetime import date, datetime
 
 from django.db import connections
-from django.db.models import Count, F, Q, QuerySet, Sum
+from django.db.models import Case, Count, F, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import Floor, TruncDay, TruncHour
 from django.utils import timezone
 
@@ -28,6 +28,8 @@ from observability.display import json_value_text
 from observability.expressions import JSONValueText
 from observability.metrics import (  # noqa: F401 - re-exported: the pages and tests read them here
     DEDUP_REASONS,
+    DIFY,
+    DIFY_TOOL,
     LOOKUP_TOOL,
     RELEVANCE_LEVELS,
     SESSION_LOOKUPS_CAP,
@@ -92,16 +94,20 @@ def _trunc(bucket: str | None):
 def _level_facts(qs: QuerySet[ToolInvocation], *, bucket: str | None = None) -> Counter:
     qs = qs.annotate(bin=Floor(F("l1_top_similarity") * SIMILARITY_BINS))
     dims = ["relevance_level", "dedup_reason", "status", "bin"]
+    counts: Counter = Counter()
+    # Dify calls have no relevance level by design: they count as their own outcome (metrics.DIFY)
+    # in the status rates, never as "not found".
+    qs = qs.annotate(level=Case(When(tool_name=DIFY_TOOL, then=Value(DIFY)), default=F("relevance_level")))
+    dims[0] = "level"
     if bucket is not None:
         qs = qs.annotate(t=_trunc(bucket))
         dims = ["t", *dims]
-    counts: Counter = Counter()
     for row in qs.values(*dims).annotate(n=Count("*")).order_by():
         t = row.get("t")
         if t is not None and timezone.is_aware(t):
             t = timezone.localtime(t)
         b = None if row["bin"] is None else int(row["bin"])
-        counts[(t, row["relevance_level"], row["dedup_reason"], row["status"], b)] += row["n"]
+        counts[(t, row["level"], row["dedup_reason"], row["status"], b)] += row["n"]
     return counts
 
 
@@ -115,6 +121,7 @@ def _not_found_facts(qs: QuerySet[ToolInvocation]) -> Counter:
     rows = (
         _answered(qs)
         .filter(relevance_level__isnull=True)
+        .exclude(tool_name=DIFY_TOOL)
         .annotate(query=JSONValueText("request", "$.query"))
         .values("query")
         .annotate(n=Count("*"))
@@ -151,16 +158,17 @@ def _rollup_facts(*, days: list[date], filters: InvocationFilter, levels_only: b
     Kind = InvocationDailyRollup.Kind
     for r in (
         _narrowed(rows(Kind.LEVEL), replace(filters, domain=None))
-        .values("day", "relevance_level", "dedup_reason", "status", "similarity_bin")
+        .values("day", "tool_name", "relevance_level", "dedup_reason", "status", "similarity_bin")
         .annotate(n=Sum("calls"))
     ):
         t = rollups.day_start(r["day"])
-        facts.levels[(t, r["relevance_level"], r["dedup_reason"], r["status"], r["similarity_bin"])] += r["n"]
+        level = DIFY if r["tool_name"] == DIFY_TOOL else r["relevance_level"]
+        facts.levels[(t, level, r["dedup_reason"], r["status"], r["similarity_bin"])] += r["n"]
     if levels_only:
         return facts
     for r in rows(Kind.LATENCY).values("value").annotate(n=Sum("calls")):
         facts.durations[r["value"]] += r["n"]
-    for r in rows(Kind.NOT_FOUND).values("query").annotate(n=Sum("calls")):
+    for r in rows(Kind.NOT_FOUND).exclude(tool_name=DIFY_TOOL).values("query").annotate(n=Sum("calls")):
         facts.not_found[r["query"]] += r["n"]
     for r in rows(Kind.SESSIONS).values("value").annotate(n=Sum("calls")):
         facts.sessions[r["value"]] += r["n"]
@@ -279,6 +287,7 @@ def dashboard_data(*, filters: InvocationFilter, use_rollups: bool = True) -> di
         "latency": latency_from_facts(facts),
         "status": status_from_facts(facts),
         "not_found": not_found_from_facts(facts),
+        "dify": dify_outcomes(filters=filters),
     }
 
 
@@ -287,3 +296,27 @@ def level_filter_q(value: str) -> Q:
     if value == "none":
         return Q(relevance_level__isnull=True) & ~Q(status=ToolInvocation.Status.ERROR)
     return Q(relevance_level=value)
+
+
+def dify_outcomes(*, filters: InvocationFilter) -> dict:
+    """Dify calls of the range by outcome: records returned, none returned, error. Dify asks for
+    records above its own score threshold; there is no relevance level to tell."""
+    if filters.tool_name not in (None, DIFY_TOOL):
+        return {"calls": 0, "records": 0, "none": 0, "errors": 0}
+    qs = invocations_filtered(filters=replace(filters, tool_name=DIFY_TOOL))
+    rows = (
+        qs.annotate(
+            outcome=Case(
+                When(status=ToolInvocation.Status.ERROR, then=Value("errors")),
+                When(retrieval_details__returned_doc_keys__0__isnull=False, then=Value("records")),
+                default=Value("none"),
+            )
+        )
+        .values("outcome")
+        .annotate(n=Count("*"))
+        .order_by()
+    )
+    counts = {"records": 0, "none": 0, "errors": 0}
+    for row in rows:
+        counts[row["outcome"]] += row["n"]
+    return {"calls": sum(counts.values()), **counts}

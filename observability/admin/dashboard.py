@@ -11,6 +11,7 @@ from observability import calibration, charts, selectors
 from observability.admin.base import _PageAdmin
 from observability.forms import DashboardFilterForm
 from observability.links import invocation_list_url, scope
+from observability.metrics import DIFY_TOOL, LOOKUP_TOOL
 from observability.models import RetrievalDashboard, ToolInvocation
 
 
@@ -21,7 +22,12 @@ class RetrievalDashboardAdmin(_PageAdmin):
     def changelist_view(self, request, extra_context=None):
         if not self.has_view_permission(request):
             raise PermissionDenied
-        form = DashboardFilterForm(request.GET or {"range": "24h"})
+        # Defaults filled in, not left blank: a blank tool would show one tool's data while the
+        # dropdown names another (the first choice).
+        params = request.GET.copy()
+        params.setdefault("range", "24h")
+        params.setdefault("tool", LOOKUP_TOOL)
+        form = DashboardFilterForm(params)
         context = self.page_context(request, form=form)
         if form.is_valid():
             filters = form.filters()
@@ -51,6 +57,7 @@ def dashboard_links(*, data: dict, filters: selectors.InvocationFilter) -> dict:
             {**row, "url": invocation_list_url(**params, dedup=row["value"] or "none")}
             for row in data["dedup"]
         ],
+        "dify_records": invocation_list_url(**{**params, "tool_name": DIFY_TOOL}),
         "not_found": [
             {**row, "url": invocation_list_url(**params, level="none", q=row["query"])}
             for row in data["not_found"]
