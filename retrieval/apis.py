@@ -9,6 +9,7 @@ from rest_framework.exceptions import APIException
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from retrieval.language import agent_language
 from retrieval.selectors import executor_prompt_get, lookup_tool_definition, session_retrievals_get
 from retrieval.serializers import (
     LookupRequestSerializer,
@@ -44,6 +45,7 @@ class LookupKnowledgeApi(APIView):
             session_id=data.get("session_id"),
             top_k=data.get("top_k"),
             agent=request.user.get_username(),
+            language=agent_language(request.user),
         )
         response = Response(outcome.body)
         response[INVOCATION_HEADER] = str(outcome.invocation_id)
@@ -66,7 +68,7 @@ class LookupToolSchemaApi(APIView):
         description="lookup_knowledge in the OpenAI function-calling format, for agent frameworks.",
     )
     def get(self, request):
-        return Response(lookup_tool_definition())
+        return Response(lookup_tool_definition(agent_language(request.user)))
 
 
 class SessionRetrievalsApi(APIView):
@@ -99,4 +101,5 @@ class ExecutorPromptApi(APIView):
         description="The executor prompt with the retrieval constraints (seed 000 FS-5), as Markdown.",
     )
     def get(self, request):
-        return HttpResponse(executor_prompt_get(), content_type="text/markdown; charset=utf-8")
+        prompt = executor_prompt_get(agent_language(request.user))
+        return HttpResponse(prompt, content_type="text/markdown; charset=utf-8")
