@@ -61,6 +61,9 @@ TEXTS: dict[str, dict[str, str]] = {
             "知识域地图：每个知识域的 domain_id、description、when_to_retrieve 及其文档（title、covers）。"
             "规划检索时先看它，再按域调用 lookup_knowledge。"
         ),
+        "strict_length": "（{min} 到 {max} 个字符）",
+        "strict_range": "（{min} 到 {max}）",
+        "strict_nullable": "可为 null，表示使用默认值。",
         "mcp_executor_prompt": "Executor 提示词，含检索约束。",
         "mcp_planner_prompt": "Planner 提示词，含当前的知识域地图。",
     },
@@ -120,6 +123,9 @@ TEXTS: dict[str, dict[str, str]] = {
             "The knowledge map: each knowledge domain's domain_id, description, when_to_retrieve and its "
             "documents (title, covers). Read it when planning lookups, then call lookup_knowledge per domain."
         ),
+        "strict_length": " ({min} to {max} characters)",
+        "strict_range": " ({min} to {max})",
+        "strict_nullable": " Null for the default.",
         "mcp_executor_prompt": "The executor prompt with the retrieval constraints.",
         "mcp_planner_prompt": "The planner prompt with the current knowledge map.",
     },
