@@ -17,7 +17,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
 	@touch $(STAMP)
 
+# mysqlclient only when the machine can build it or DATABASE_URL names MySQL (then it must):
+# checked on every install, since DATABASE_URL can change without pyproject.toml changing.
 install: $(STAMP)
+	@$(BIN)/python scripts/mysql_driver.py
 
 # Web + Celery worker + a loopback milvus-lite server, run together by honcho (Procfile).
 # Ctrl-C stops all three. Safe to run again.

@@ -18,6 +18,7 @@ from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from knowledge.selectors import knowledge_map_build, knowledge_map_yaml, planner_prompt_render
+from retrieval.language import agent_language
 
 
 class YAMLRenderer(renderers.BaseRenderer):
@@ -116,4 +117,5 @@ class PlannerPromptApi(_ToolApi):
         responses={(200, "text/markdown"): OpenApiTypes.STR, (200, "application/json"): OpenApiTypes.OBJECT},
     )
     def get(self, request):
-        return Response({"name": "planner", "content": planner_prompt_render()})
+        language = agent_language(request.user)
+        return Response({"name": "planner", "content": planner_prompt_render(language=language)})

@@ -13,7 +13,6 @@ from django.conf import settings
 
 from knowledge.models import ApiDocument, KnowledgeDomain
 
-PLANNER_PROMPT_TEMPLATE = "prompts/chat_planner_prompt.md"
 KNOWLEDGE_MAP_PLACEHOLDER = "{{ knowledge_map }}"
 
 
@@ -72,11 +71,14 @@ def _template_path(name: str) -> Path:
     raise FileNotFoundError(name)
 
 
-def planner_prompt_render(knowledge_map: dict | None = None) -> str:
-    """The planner prompt with the knowledge map (YAML) injected at its placeholder.
+def planner_prompt_render(knowledge_map: dict | None = None, language: str | None = None) -> str:
+    """The planner prompt, in the agent's language (None: AGENT_LANGUAGE), with the knowledge map
+    (YAML) injected at its placeholder.
 
     Plain substitution, not the Django template engine: the prompt is Markdown for an LLM and
     must not be HTML-escaped.
     """
-    template = _template_path(PLANNER_PROMPT_TEMPLATE).read_text(encoding="utf-8")
+    from retrieval.agent_texts import prompt_template  # the agent-facing texts live in retrieval
+
+    template = _template_path(prompt_template("planner", language)).read_text(encoding="utf-8")
     return template.replace(KNOWLEDGE_MAP_PLACEHOLDER, knowledge_map_yaml(knowledge_map).rstrip("\n"))

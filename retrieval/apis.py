@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework.exceptions import APIException
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from retrieval.selectors import executor_prompt_get, lookup_tool_definition, session_retrievals_get
+from retrieval.language import agent_language
+from retrieval.selectors import executor_prompt_get, session_retrievals_get
 from retrieval.serializers import (
     LookupRequestSerializer,
     LookupResponseSerializer,
@@ -17,6 +20,7 @@ from retrieval.serializers import (
 )
 from retrieval.services import lookup_knowledge, session_retrievals_clear
 from retrieval.throttling import ToolTokenThrottle
+from retrieval.tool_shapes import FORMATS, lookup_tool_shape, tool_shape_params_clean
 from retrieval.tracker import TrackerUnavailable
 
 INVOCATION_HEADER = "X-Invocation-Id"
@@ -44,6 +48,7 @@ class LookupKnowledgeApi(APIView):
             session_id=data.get("session_id"),
             top_k=data.get("top_k"),
             agent=request.user.get_username(),
+            language=agent_language(request.user),
         )
         response = Response(outcome.body)
         response[INVOCATION_HEADER] = str(outcome.invocation_id)
@@ -57,16 +62,35 @@ class LookupKnowledgeApi(APIView):
         return response
 
 
+class ToolShapeNegotiation(DefaultContentNegotiation):
+    """JSON always: ``?format=`` names the tool shape here, not a renderer."""
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
 class LookupToolSchemaApi(APIView):
     throttle_classes = [ToolTokenThrottle]
+    content_negotiation_class = ToolShapeNegotiation
 
     @extend_schema(
         operation_id="lookup_knowledge_schema",
+        parameters=[
+            OpenApiParameter("format", OpenApiTypes.STR, enum=list(FORMATS), default="chat"),
+            OpenApiParameter("strict", OpenApiTypes.BOOL, default=False),
+        ],
         responses={200: OpenApiTypes.OBJECT},
-        description="lookup_knowledge in the OpenAI function-calling format, for agent frameworks.",
+        description="lookup_knowledge as an OpenAI tool, for agent frameworks: `format=chat` (Chat "
+        "Completions `tools` entry, the default) or `format=responses` (the Responses API's flat "
+        "function tool); `strict=true` for strict mode (every property required, limits in the "
+        "descriptions).",
     )
     def get(self, request):
-        return Response(lookup_tool_definition())
+        try:
+            shape, strict = tool_shape_params_clean(request.query_params)
+        except DjangoValidationError as exc:
+            raise ValidationError(exc.message_dict) from None
+        return Response(lookup_tool_shape(shape=shape, strict=strict, language=agent_language(request.user)))
 
 
 class SessionRetrievalsApi(APIView):
@@ -99,4 +123,5 @@ class ExecutorPromptApi(APIView):
         description="The executor prompt with the retrieval constraints (seed 000 FS-5), as Markdown.",
     )
     def get(self, request):
-        return HttpResponse(executor_prompt_get(), content_type="text/markdown; charset=utf-8")
+        prompt = executor_prompt_get(agent_language(request.user))
+        return HttpResponse(prompt, content_type="text/markdown; charset=utf-8")

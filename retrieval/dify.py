@@ -26,6 +26,7 @@ from knowledge.models import ApiDocument, DocumentChunk, KnowledgeDomain
 from knowledge.vectorstore import VectorStoreError, get_vector_store
 from observability.models import ToolInvocation
 from observability.services import invocation_record
+from retrieval.dify_conditions import ConditionError, MetadataCondition, keywords_of, metadata_condition_clean
 from retrieval.normalisation import similarity_from_l2
 from retrieval.thresholds import current_thresholds
 from retrieval.vector_search import query_vector
@@ -35,11 +36,6 @@ ALL_DOMAINS = "*"
 MAX_TOP_K = 100
 # Chunks fetched from Milvus per requested record: metadata filters and the threshold drop some.
 FETCH_FACTOR = 4
-METADATA_FIELDS = ("domain", "title", "keywords")
-STRING_OPERATORS = ("is", "is not", "contains", "not contains", "start with", "end with")
-LIST_OPERATORS = ("in", "not in")
-VALUELESS_OPERATORS = ("empty", "not empty")
-OPERATORS = STRING_OPERATORS + LIST_OPERATORS + VALUELESS_OPERATORS
 
 
 class DifyInputError(ValidationError):
@@ -55,30 +51,12 @@ class SearchUnavailable(Exception):
 
 
 @dataclass(frozen=True)
-class Condition:
-    names: tuple[str, ...]
-    operator: str
-    value: Any
-
-    def holds(self, document: dict[str, Any]) -> bool:
-        # A condition naming several fields holds when it holds for any of them.
-        return any(_compare(document[name], self.operator, self.value) for name in self.names)
-
-
-@dataclass(frozen=True)
 class DifyRequest:
     knowledge_id: str
     query: str
     top_k: int
     score_threshold: float
-    logical_operator: str
-    conditions: tuple[Condition, ...]
-
-    def passes(self, document: dict[str, Any]) -> bool:
-        if not self.conditions:
-            return True
-        results = (c.holds(document) for c in self.conditions)
-        return any(results) if self.logical_operator == "or" else all(results)
+    metadata_condition: MetadataCondition
 
 
 def _fail(field: str, message: str) -> DifyInputError:
@@ -111,90 +89,11 @@ def dify_request_clean(body: Any) -> DifyRequest:
     if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 <= threshold <= 1:
         raise _fail("retrieval_setting.score_threshold", "a number between 0 and 1 is required")
 
-    logical, conditions = _conditions_clean(body.get("metadata_condition"))
-    return DifyRequest(knowledge_id.strip(), query, top_k, float(threshold), logical, conditions)
-
-
-def _conditions_clean(raw: Any) -> tuple[str, tuple[Condition, ...]]:
-    if raw is None:
-        return "and", ()
-    if not isinstance(raw, dict):
-        raise _fail("metadata_condition", "must be an object")
-    logical = raw.get("logical_operator") or "and"
-    if logical not in ("and", "or"):
-        raise _fail("metadata_condition.logical_operator", "must be 'and' or 'or'")
-    items = raw.get("conditions")
-    if items is None:
-        items = []
-    if not isinstance(items, list):
-        raise _fail("metadata_condition.conditions", "must be a list")
-    conditions = []
-    for i, item in enumerate(items):
-        where = f"metadata_condition.conditions[{i}]"
-        if not isinstance(item, dict):
-            raise _fail(where, "must be an object")
-        names = item.get("name")
-        # Dify's documentation has shown ``name`` both as a string and as a list of strings.
-        names = [names] if isinstance(names, str) else names
-        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
-            raise _fail(f"{where}.name", "a metadata name (or a list of them) is required")
-        unknown = [n for n in names if n not in METADATA_FIELDS]
-        if unknown:
-            raise _fail(
-                f"{where}.name", f"unknown metadata {unknown[0]!r}; one of {', '.join(METADATA_FIELDS)}"
-            )
-        operator = item.get("comparison_operator")
-        if operator not in OPERATORS:
-            raise _fail(f"{where}.comparison_operator", f"must be one of: {', '.join(OPERATORS)}")
-        value = item.get("value")
-        if operator in LIST_OPERATORS:
-            if isinstance(value, str):
-                value = [v.strip() for v in value.split(",") if v.strip()]
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise _fail(f"{where}.value", f"'{operator}' needs a list of strings")
-            value = tuple(value)
-        elif operator in STRING_OPERATORS:
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                value = str(value)
-            if not isinstance(value, str):
-                raise _fail(f"{where}.value", f"'{operator}' needs a string")
-        conditions.append(Condition(tuple(names), operator, value))
-    return logical, tuple(conditions)
-
-
-def _compare(field: str | list[str], operator: str, value: Any) -> bool:
-    """Strings compare as such; keywords (a list) match when any keyword does, and "is not" /
-    "not contains" / "not in" hold when no keyword matches."""
-    if operator == "empty":
-        return not field
-    if operator == "not empty":
-        return bool(field)
-    negated = operator in ("is not", "not contains", "not in")
-    positive = {"is not": "is", "not contains": "contains", "not in": "in"}.get(operator, operator)
-    values = field if isinstance(field, list) else [field]
-    hit = any(_match(v, positive, value) for v in values)
-    return not hit if negated else hit
-
-
-def _match(field: str, operator: str, value: Any) -> bool:
-    if operator == "is":
-        return field == value
-    if operator == "contains":
-        return value.casefold() in field.casefold()
-    if operator == "start with":
-        return field.casefold().startswith(value.casefold())
-    if operator == "end with":
-        return field.casefold().endswith(value.casefold())
-    if operator == "in":
-        return field in value
-    raise AssertionError(operator)
-
-
-def _keywords(metadata: dict | None) -> list[str]:
-    raw = (metadata or {}).get("keywords") or []
-    if isinstance(raw, str):
-        raw = raw.split(",")
-    return [str(k).strip() for k in raw if str(k).strip()]
+    try:
+        condition = metadata_condition_clean(body.get("metadata_condition"))
+    except ConditionError as exc:
+        raise DifyInputError(exc.message_dict) from None
+    return DifyRequest(knowledge_id.strip(), query, top_k, float(threshold), condition)
 
 
 def _knowledge_exists(knowledge_id: str) -> bool:
@@ -229,7 +128,7 @@ def _search(request: DifyRequest) -> tuple[list[dict], dict]:
         row["doc_key"]: row
         for row in ApiDocument.objects.filter(
             doc_key__in={h.doc_key for h in hits}, status=ApiDocument.Status.INDEXED
-        ).values("id", "doc_key", "title", "domain", "metadata")
+        ).values("id", "doc_key", "title", "domain", "metadata", "created_at", "updated_at")
     }
     chosen = []
     for hit in hits:  # closest first
@@ -239,14 +138,9 @@ def _search(request: DifyRequest) -> tuple[list[dict], dict]:
         similarity = similarity_from_l2(hit.score, max_l2=max_l2)
         if similarity < request.score_threshold:
             break
-        fields = {
-            "domain": document["domain"],
-            "title": document["title"],
-            "keywords": _keywords(document["metadata"]),
-        }
-        if not request.passes(fields):
+        if not request.metadata_condition.passes(document):
             continue
-        chosen.append((hit, document, similarity, fields["keywords"]))
+        chosen.append((hit, document, similarity, keywords_of(document["metadata"])))
         if len(chosen) == request.top_k:
             break
     chunks = {
@@ -282,13 +176,7 @@ def _search(request: DifyRequest) -> tuple[list[dict], dict]:
         "query": request.query,
         "top_k": request.top_k,
         "score_threshold": request.score_threshold,
-        "metadata_condition": {
-            "logical_operator": request.logical_operator,
-            "conditions": [
-                {"name": list(c.names), "comparison_operator": c.operator, "value": c.value}
-                for c in request.conditions
-            ],
-        },
+        "metadata_condition": request.metadata_condition.as_dict(),
         "embedding_model": model_name,
         "l1_top_score": hits[0].score if hits else None,
         "l1_top_similarity": None if top is None else round(top, 4),

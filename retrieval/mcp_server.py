@@ -29,6 +29,9 @@ from mcp.server.fastmcp.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 
 from knowledge.selectors import knowledge_map_build, planner_prompt_render
+from retrieval import agent_texts
+from retrieval.language import agent_language
+from retrieval.mcp_schema import lookup_arguments
 from retrieval.selectors import executor_prompt_get, lookup_tool_definition
 from retrieval.services import lookup_knowledge as lookup_knowledge_service
 from retrieval.tracker import TrackerUnavailable
@@ -76,6 +79,22 @@ def _field_errors(exc: ValidationError) -> str:
     return "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in exc.message_dict.items())
 
 
+def _token_agent(ctx: Context) -> str | None:
+    """The token's agent over HTTP (its profile may set the agent-facing language); None on stdio,
+    which has no token and speaks the global AGENT_LANGUAGE."""
+    request = ctx.request_context.request
+    return None if request is None else request.scope.get(AGENT_SCOPE_KEY)
+
+
+def _language(token_agent: str | None) -> str | None:
+    return agent_language(token_agent) if token_agent else None
+
+
+def _lookup_in_agent_language(*, token_agent: str | None, **kwargs):
+    """The lookup service, answering in the language of the calling agent's profile."""
+    return lookup_knowledge_service(**kwargs, language=_language(token_agent))
+
+
 def build_server(*, agent: str | None = None) -> FastMCP:
     """A FastMCP server with agentkb's tools and prompts.
 
@@ -83,11 +102,7 @@ def build_server(*, agent: str | None = None) -> FastMCP:
     """
     server = FastMCP(
         SERVER_NAME,
-        instructions=(
-            "agentkb: knowledge retrieval. Call lookup_knowledge once per information need; "
-            "documents this session already has are not returned again. get_knowledge_map lists "
-            "the knowledge domains for planning."
-        ),
+        instructions=agent_texts.text("mcp_instructions"),
         streamable_http_path="/mcp",
         # Host checks are Django's ALLOWED_HOSTS, done by McpTokenAuth; the SDK's own defaults
         # would refuse every host name but localhost.
@@ -96,6 +111,7 @@ def build_server(*, agent: str | None = None) -> FastMCP:
     lookup_description = lookup_tool_definition()["function"]["description"]
 
     @server.tool(name="lookup_knowledge", description=lookup_description, structured_output=False)
+    @lookup_arguments()
     async def lookup_knowledge(
         query: str, ctx: Context, session_id: str | None = None, top_k: int | None = None
     ) -> str:
@@ -104,7 +120,8 @@ def build_server(*, agent: str | None = None) -> FastMCP:
         caller = agent or _agent(ctx)
         try:
             outcome = await sync_to_async(_db_call)(
-                lookup_knowledge_service,
+                _lookup_in_agent_language,
+                token_agent=None if agent else _token_agent(ctx),
                 query=query,
                 session_id=session,
                 top_k=top_k,
@@ -120,23 +137,22 @@ def build_server(*, agent: str | None = None) -> FastMCP:
 
     @server.tool(
         name="get_knowledge_map",
-        description=(
-            "知识域地图：每个知识域的 domain_id、description、when_to_retrieve 及其文档（title、covers）。"
-            "规划检索时先看它，再按域调用 lookup_knowledge。"
-        ),
+        description=agent_texts.text("mcp_knowledge_map"),
         structured_output=False,
     )
     async def get_knowledge_map() -> str:
         knowledge_map = await sync_to_async(_db_call)(knowledge_map_build)
         return json.dumps(knowledge_map, ensure_ascii=False)
 
-    @server.prompt(name="executor", description="The executor prompt with the retrieval constraints.")
-    async def executor() -> str:
-        return await sync_to_async(executor_prompt_get)()
+    @server.prompt(name="executor", description=agent_texts.text("mcp_executor_prompt"))
+    async def executor(ctx: Context) -> str:
+        language = await sync_to_async(_db_call)(_language, token_agent=None if agent else _token_agent(ctx))
+        return await sync_to_async(executor_prompt_get)(language)
 
-    @server.prompt(name="planner", description="The planner prompt with the current knowledge map.")
-    async def planner() -> str:
-        return await sync_to_async(_db_call)(planner_prompt_render)
+    @server.prompt(name="planner", description=agent_texts.text("mcp_planner_prompt"))
+    async def planner(ctx: Context) -> str:
+        language = await sync_to_async(_db_call)(_language, token_agent=None if agent else _token_agent(ctx))
+        return await sync_to_async(_db_call)(planner_prompt_render, language=language)
 
     return server
 

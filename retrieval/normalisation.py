@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from django.conf import settings
-
+from retrieval import agent_texts
 from retrieval.thresholds import Thresholds
 
 
@@ -56,11 +55,7 @@ def relevance_level_decide(
     return None
 
 
-def completeness_hint(level: RelevanceLevel | str | None) -> str | None:
-    """The seeds' 兜底信号 for a level (configurable); None for DEDUPED and not found."""
-    hints = {
-        RelevanceLevel.PRECISE: settings.RETRIEVAL_HINT_PRECISE,
-        RelevanceLevel.HIGHLY_RELEVANT: settings.RETRIEVAL_HINT_HIGHLY_RELEVANT,
-        RelevanceLevel.REFERENCE: settings.RETRIEVAL_HINT_REFERENCE,
-    }
-    return hints.get(level) if level is not None else None
+def completeness_hint(level: RelevanceLevel | str | None, language: str | None = None) -> str | None:
+    """The seeds' 兜底信号 for a level (configurable) in the agent's language; None for DEDUPED
+    and not found."""
+    return agent_texts.completeness_hint(level, language)

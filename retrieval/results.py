@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from knowledge.models import ApiDocument, DocumentChunk
+from retrieval import agent_texts
 from retrieval.keyword_index import text_normalise
 from retrieval.normalisation import RelevanceLevel
 from retrieval.ranking import Candidate, Selection
@@ -132,10 +133,8 @@ def result_items_build(
     return items
 
 
-def _titles(candidates: list[Candidate], limit: int = 5) -> str:
-    names = [f"《{c.title or c.doc_key}》" for c in candidates[:limit]]
-    more = len(candidates) - limit
-    return "、".join(names) + (f" 等 {len(candidates)} 篇" if more > 0 else "")
+def _titles(candidates: list[Candidate], language: str | None = None) -> str:
+    return agent_texts.titles([c.title or c.doc_key for c in candidates], language)
 
 
 def message_build(
@@ -146,43 +145,36 @@ def message_build(
     domain_dedup: str,
     degraded: bool,
     vector_search_down: bool = False,
+    language: str | None = None,
 ) -> str:
-    """The agent-facing message (Chinese, like the hints and the executor prompt)."""
+    """The agent-facing message, in the agent's language (retrieval.agent_texts)."""
+    t = agent_texts.text
     parts: list[str] = []
     if selection.level == RelevanceLevel.DEDUPED and selection.blocked_domain:
-        held = "、".join(held_in_blocked_domain[:5]) or "相关文档"
-        parts.append(
-            f"本会话已检索过域「{selection.blocked_domain}」（已获取：{held}），本次检索被拦截。"
-            "请直接使用已获取的内容作答，禁止换关键词重新检索；如确有缺失，请先指出缺少的具体维度。"
-        )
+        held = agent_texts.listing(held_in_blocked_domain[:5], language) or t("held_fallback", language)
+        parts.append(t("blocked_domain", language, domain=selection.blocked_domain, held=held))
     elif selection.level == RelevanceLevel.DEDUPED:
-        domains = "、".join(dict.fromkeys(c.domain for c in selection.withheld))
+        domains = agent_texts.listing(dict.fromkeys(c.domain for c in selection.withheld), language)
         parts.append(
-            f"与该查询相关的文档本会话均已获取：{_titles(selection.withheld)}（域：{domains}）。"
-            "请直接使用已获取的内容作答，禁止换关键词重新检索。"
+            t("all_deduped", language, titles=_titles(selection.withheld, language), domains=domains)
         )
     elif not selection.found:
-        parts.append("知识库中没有与该查询相关的文档。")
+        parts.append(t("not_found", language))
     else:
         primary = selection.returned[0]
-        text = f"找到 {len(selection.returned)} 篇文档，主结果《{primary.title or primary.doc_key}》（域：{primary.domain}）"
+        title = t("title", language, title=primary.title or primary.doc_key)
+        text = t("found", language, count=len(selection.returned), title=title, domain=primary.domain)
         if len(selection.returned) > 1:
-            text += f"，另有 {len(selection.returned) - 1} 篇补充"
-        parts.append(text + "。")
+            text += t("found_supplements", language, count=len(selection.returned) - 1)
+        parts.append(text + t("found_end", language))
         if selection.withheld:
-            parts.append(f"已省略本会话已获取的文档：{_titles(selection.withheld)}，请直接使用之前的结果。")
+            parts.append(t("withheld", language, titles=_titles(selection.withheld, language)))
         repeated = [d for d in dict.fromkeys(c.domain for c in selection.returned) if d in domains_before]
         if domain_dedup == "soft" and repeated:
-            parts.append(
-                f"注意：域「{'、'.join(repeated)}」本会话此前已检索过，请先判断已有信息是否足够，"
-                "禁止换关键词重新检索。"
-            )
+            parts.append(t("domain_repeated", language, domains=agent_texts.listing(repeated, language)))
     if vector_search_down:
         # Agents read this: say which part is missing so they can judge a "not found".
-        parts.append(
-            "（部分检索暂不可用：语义检索（semantic search，向量库）暂不可用，"
-            "本次结果仅来自关键词匹配，可能不完整。）"
-        )
+        parts.append(t("vector_search_down", language))
     elif degraded:
-        parts.append("（部分检索暂不可用，本次结果可能不完整。）")
-    return "".join(parts)
+        parts.append(t("degraded", language))
+    return agent_texts.joined(parts, language)

@@ -42,6 +42,7 @@ from knowledge.models import ApiDocument
 from knowledge.vectorstore import VectorStoreError
 from observability.models import ToolInvocation
 from observability.services import invocation_record
+from retrieval import agent_texts
 from retrieval.corpus import corpus_signature
 from retrieval.keyword_index import keyword_index_get
 from retrieval.normalisation import completeness_hint, similarity_from_l2
@@ -173,8 +174,10 @@ def lookup_knowledge(
     dry_run: bool = False,
     agent: str = "",
     source: str = "api",
+    language: str | None = None,
 ) -> LookupOutcome:
-    """One lookup_knowledge call (see the module docstring)."""
+    """One lookup_knowledge call (see the module docstring). ``language``: the agent's
+    (retrieval.language.agent_language), None for the global AGENT_LANGUAGE."""
     started = time.perf_counter()
     request = {"query": _clip(query), "session_id": _clip(session_id), "top_k": _clip(top_k)}
     if agent:
@@ -204,7 +207,12 @@ def lookup_knowledge(
 
     try:
         body, details, status = _lookup_run(
-            query=clean_query, session_id=clean_session, top_k=clean_top_k, dry_run=dry_run, started=started
+            query=clean_query,
+            session_id=clean_session,
+            top_k=clean_top_k,
+            dry_run=dry_run,
+            started=started,
+            language=agent_texts.language_or_default(language),
         )
     except Exception as exc:
         if not dry_run:
@@ -251,7 +259,7 @@ def _summary(body: dict, details: dict) -> str:
 
 
 def _lookup_run(
-    *, query: str, session_id: str, top_k: int, dry_run: bool, started: float
+    *, query: str, session_id: str, top_k: int, dry_run: bool, started: float, language: str
 ) -> tuple[dict, dict, str]:
     thresholds = current_thresholds()
     mode = domain_dedup_mode()
@@ -359,7 +367,7 @@ def _lookup_run(
         timings["tracker_ms"] = round(timings["tracker_ms"] + _ms(time.perf_counter() - t), 2)
 
     level = selection.level
-    hint = completeness_hint(level)
+    hint = completeness_hint(level, language)
     message = message_build(
         selection=selection,
         domains_before=domains_before,
@@ -367,6 +375,7 @@ def _lookup_run(
         domain_dedup=mode,
         degraded=bool(degraded),
         vector_search_down=vector_search_down,
+        language=language,
     )
     body = {
         "found": selection.found,
@@ -412,6 +421,7 @@ def _lookup_run(
         ],
         "relevance_level": level.value if level else None,
         "completeness_hint": hint,
+        "agent_language": language,
         "retrieved_domains": domains_after,
         "retrieved_domains_before": domains_before,
         "dedup_reason": selection.dedup_reason,

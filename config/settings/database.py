@@ -1,5 +1,9 @@
 """The relational database: SQLite under var/ by default, MySQL/MariaDB via DATABASE_URL."""
 
+import importlib.util
+
+from django.core.exceptions import ImproperlyConfigured
+
 from config.env import VAR_DIR, env
 
 DATABASES = {
@@ -8,6 +12,13 @@ DATABASES = {
 
 _db = DATABASES["default"]
 if _db["ENGINE"] == "django.db.backends.mysql":
+    if importlib.util.find_spec("MySQLdb") is None:
+        # mysqlclient is optional (it needs system packages to build): say what to add.
+        raise ImproperlyConfigured(
+            "DATABASE_URL names MySQL/MariaDB but mysqlclient is not installed. Add the system "
+            "packages it builds with (Debian/Ubuntu: pkg-config libmariadb-dev gcc python3-dev), "
+            "then run `make install` (or: pip install -e '.[mysql]')."
+        )
     # utf8mb4 so Chinese text and emoji survive; strict mode so truncation is an error, not silent.
     _db.setdefault("OPTIONS", {})
     _db["OPTIONS"].setdefault("charset", "utf8mb4")

@@ -22,11 +22,22 @@ RETRIEVAL_INDEX_REFRESH_MS = env.int("RETRIEVAL_INDEX_REFRESH_MS", default=1000)
 RETRIEVAL_QUERY_CACHE_SIZE = env.int("RETRIEVAL_QUERY_CACHE_SIZE", default=1024)
 # The primary result carries its whole document up to this size, else the chunks around the match.
 RETRIEVAL_CONTENT_MAX_CHARS = env.int("RETRIEVAL_CONTENT_MAX_CHARS", default=8000)
-# The seeds' completeness hints (兜底信号) per relevance level, in Chinese as the seeds wrote them;
-# RETRIEVAL_HINT_LANGUAGE=en gives English ones to English-speaking agents. A RETRIEVAL_HINT_* set
-# explicitly wins over either.
+# The language agents are spoken to in: messages, completeness hints, the tool description, the
+# executor and planner prompts, the MCP tool and prompt descriptions (retrieval/agent_texts.py).
+# zh = the seeds' Chinese; en = English. An agent's profile (AgentProfile.language) may name the
+# other one (retrieval.language.agent_language). RETRIEVAL_HINT_LANGUAGE is its former name.
+_AGENT_LANGUAGES = {"zh": "zh", "zh-hans": "zh", "en": "en"}
+_agent_language = (
+    env.str("AGENT_LANGUAGE", default="") or env.str("RETRIEVAL_HINT_LANGUAGE", default="") or "zh"
+)
+if _agent_language.strip().lower() not in _AGENT_LANGUAGES:
+    raise ImproperlyConfigured(f"AGENT_LANGUAGE must be one of zh, en; got '{_agent_language}'")
+AGENT_LANGUAGE = _AGENT_LANGUAGES[_agent_language.strip().lower()]
+# The seeds' completeness hints (兜底信号) per relevance level and language. A RETRIEVAL_HINT_* set
+# explicitly replaces the hint agents of AGENT_LANGUAGE get (an agent whose profile names the other
+# language gets that language's text below).
 COMPLETENESS_HINTS = {
-    "zh-hans": {
+    "zh": {
         "PRECISE": "知识库中不存在比上述结果更精准的文档",
         "HIGHLY_RELEVANT": "当前结果已高度相关，继续检索不太可能找到更精准的文档",
         "REFERENCE": "当前结果为相关参考，如需更精准信息请明确缺少的具体维度",
@@ -42,11 +53,7 @@ COMPLETENESS_HINTS = {
         ),
     },
 }
-RETRIEVAL_HINT_LANGUAGE = env.str("RETRIEVAL_HINT_LANGUAGE", default="zh-hans").strip().lower()
-if RETRIEVAL_HINT_LANGUAGE not in COMPLETENESS_HINTS:
-    raise ImproperlyConfigured(
-        f"RETRIEVAL_HINT_LANGUAGE must be one of {', '.join(COMPLETENESS_HINTS)}; got '{RETRIEVAL_HINT_LANGUAGE}'"
-    )
+RETRIEVAL_HINT_LANGUAGE = AGENT_LANGUAGE
 _hints = COMPLETENESS_HINTS[RETRIEVAL_HINT_LANGUAGE]
 RETRIEVAL_HINT_PRECISE = env.str("RETRIEVAL_HINT_PRECISE", default="") or _hints["PRECISE"]
 RETRIEVAL_HINT_HIGHLY_RELEVANT = (

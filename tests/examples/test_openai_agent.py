@@ -7,6 +7,7 @@ document over twice.
 
 import itertools
 import json
+import re
 import subprocess
 import sys
 
@@ -98,3 +99,75 @@ def test_without_a_token_the_script_says_what_is_missing():
         timeout=60,
     )
     assert result.returncode == 2 and "AGENTKB_TOKEN" in result.stderr
+
+
+ENGLISH_QUERIES = [
+    "database connection pool configuration",
+    "how do I size the connection pool",
+    "ERR_TIMEOUT",
+    "connection pool exhausted",
+]
+# CJK ideographs and the full-width punctuation Chinese text uses.
+CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
+
+
+def test_an_english_agent_loop_receives_no_chinese(corpus, live_server, fake_openai, settings):
+    settings.AGENT_LANGUAGE = "en"
+    corpus.add(
+        "ops/connection-pool.md",
+        title="Database connection pool settings",
+        domain="ops",
+        keywords=["maximumPoolSize"],
+        chunks=["Database connection pool settings: how to configure the database connection pool size"],
+    )
+    corpus.add(
+        "ops/pool-exhaustion.md",
+        title="Connection pool exhaustion",
+        domain="ops",
+        chunks=["When the connection pool is exhausted: find slow queries and leaked connections"],
+    )
+    corpus.add(
+        "api/error-codes.md",
+        title="Gateway error codes",
+        domain="api",
+        keywords=["ERR_TIMEOUT"],
+        chunks=["ERR_TIMEOUT: the upstream service did not answer in time; the client should retry."],
+    )
+    token = tool_token_issue(name="english-agent")
+    queries = itertools.cycle(ENGLISH_QUERIES)
+    fake_openai.responder = lambda body: Reply(
+        tool_calls=[tool_call("lookup_knowledge", {"query": next(queries)})]
+    )
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "AGENTKB_URL": live_server.url,
+        "AGENTKB_TOKEN": token.key,
+        "OPENAI_BASE_URL": fake_openai.base_url,
+        "OPENAI_API_KEY": "test-key",
+        "OPENAI_MODEL": "fake-model",
+    }
+    result = subprocess.run(
+        [
+            sys.executable,
+            "examples/openai_agent.py",
+            "How do I configure the connection pool?",
+            "--max-turns",
+            "8",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    requests = fake_openai.chat_requests()
+    lookups = ToolInvocation.objects.filter(tool_name="lookup_knowledge")
+    assert lookups.count() >= 2 and lookups.filter(relevance_level="HIGHLY_RELEVANT").exists()
+    # Everything the loop handed the model came from agentkb (tool definition, executor prompt,
+    # lookup results with messages and hints) or from the loop itself: not one Chinese character.
+    assert requests[0].body["messages"][0]["content"].startswith("# The Executor role")
+    sent = json.dumps([r.body for r in requests], ensure_ascii=False)
+    assert "completenessHint" in sent and "message" in sent
+    assert not CJK.findall(sent), CJK.findall(sent)[:20]
+    assert not CJK.search(result.stdout + result.stderr)

@@ -203,15 +203,23 @@ def test_a_wrong_key_is_403_code_1002(db):
             "retrieval_setting.score_threshold",
         ),
         (
-            _body(condition={"conditions": [{"name": "author", "comparison_operator": "is", "value": "a"}]}),
+            _body(
+                condition={"conditions": [{"name": ["domain", 3], "comparison_operator": "is", "value": "a"}]}
+            ),
             "metadata_condition.conditions[0].name",
         ),
         (
-            _body(condition={"conditions": [{"name": "domain", "comparison_operator": "≥", "value": "a"}]}),
+            _body(condition={"conditions": [{"name": "domain", "comparison_operator": "≈", "value": "a"}]}),
             "metadata_condition.conditions[0].comparison_operator",
         ),
         (
-            _body(condition={"conditions": [{"name": "domain", "comparison_operator": "in", "value": 3}]}),
+            _body(condition={"conditions": [{"name": "domain", "comparison_operator": "≥", "value": "a"}]}),
+            "metadata_condition.conditions[0].value",
+        ),
+        (
+            _body(
+                condition={"conditions": [{"name": "domain", "comparison_operator": "in", "value": {"a": 1}}]}
+            ),
             "metadata_condition.conditions[0].value",
         ),
         (
