@@ -662,8 +662,9 @@ class ThresholdCalibrationAdmin(_PageAdmin):
         return TemplateResponse(request, "admin/observability/calibration.html", self._context(request))
 
     def apply_view(self, request):
-        if not self.has_apply_permission(request):
-            raise PermissionDenied
+        vote_filter = calibration.vote_filter_from(request.GET)
+        if not self.has_apply_permission(request) or vote_filter.tool != calibration.LOOKUP_TOOL:
+            raise PermissionDenied  # and only the lookup's votes set the lookup's thresholds
         form = ThresholdApplyForm(request.POST)
         if not form.is_valid():
             return TemplateResponse(
@@ -672,9 +673,6 @@ class ThresholdCalibrationAdmin(_PageAdmin):
                 self._context(request, apply_form=form),
                 status=400,
             )
-        vote_filter = calibration.vote_filter_from(request.GET)
-        if vote_filter.tool != calibration.LOOKUP_TOOL:
-            raise PermissionDenied  # only the lookup's votes set the lookup's thresholds
         bands = calibration.calibration_bands(vote_filter)
         evidence = calibration.calibration_suggest(bands=bands, current=calibration.thresholds_in_force())
         evidence["bands"], evidence["by_source"] = bands["bands"], bands["by_source"]

@@ -125,7 +125,8 @@ def calibration_votes(vote_filter: VoteFilter | None = None) -> list[dict]:
             "similarity": row["invocation__l1_top_similarity"],
             "helpful": row["helpful"],
             "source": row["source"],
-            "voter": row["user__username"] or "",
+            # A judgement whose user was deleted still counts, under a name of its own.
+            "voter": row["user__username"] or "(deleted user)",
         }
     votes = list(chosen.values())
     if vote_filter.source:
@@ -213,7 +214,7 @@ def calibration_suggest(*, bands: dict, current: Thresholds) -> dict:
             "(OBSERVABILITY_CALIBRATION_MIN_FEEDBACK)."
         ) % {"count": helpful + unhelpful, "needed": min_feedback}
         return result
-    if bands.get("single_agent") and not bands.get("filter", {}).get("single_agent"):
+    if bands.get("single_agent") is not None and not bands.get("filter", {}).get("single_agent"):
         result["reason"] = gettext(
             "All %(count)s votes come from one agent (%(agent)s): a suggestion needs staff votes or "
             "votes of at least two agents, unless you choose to use this agent's votes alone."

@@ -5,10 +5,19 @@ from django.conf import settings
 from django.db import migrations, models
 
 
+def _profiles_for_token_owners(apps, schema_editor):
+    """Every agent that already has a tool token gets its profile (every domain, default language)."""
+    Token = apps.get_model("authtoken", "Token")
+    AgentProfile = apps.get_model("retrieval", "AgentProfile")
+    for user_id in Token.objects.values_list("user_id", flat=True):
+        AgentProfile.objects.get_or_create(user_id=user_id)
+
+
 class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
+        ("authtoken", "0003_tokenproxy"),
         ("knowledge", "0005_verbose_names"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
@@ -57,4 +66,5 @@ class Migration(migrations.Migration):
                 "verbose_name_plural": "agent profiles",
             },
         ),
+        migrations.RunPython(_profiles_for_token_owners, migrations.RunPython.noop),
     ]
