@@ -27,7 +27,9 @@ class AgentThrottle(SimpleRateThrottle):
         user = getattr(request, "user", None)
         if user is not None and user.is_authenticated:
             return self.agent_key(agent_budget_id(user))
-        return self.cache_format % {"scope": self.scope, "ident": "ip" + self.get_ident(request)}
+        # Anonymous callers (only the schema and docs pages let them through) by address; a
+        # request without one (WSGI callers may omit REMOTE_ADDR) shares one bucket.
+        return self.cache_format % {"scope": self.scope, "ident": f"ip{self.get_ident(request) or '-'}"}
 
     def agent_key(self, budget_id: str) -> str:
         return self.cache_format % {"scope": self.scope, "ident": f"agent{budget_id}"}
