@@ -2,7 +2,8 @@
 
 ``uvicorn config.asgi:application`` serves both (Procfile ``web``). Requests to ``/mcp`` or
 ``/mcp/...`` go to the MCP session manager behind the tool-token check
-(``retrieval.mcp_server.McpTokenAuth``); everything else goes to Django. The MCP session
+(``retrieval.mcp_http.McpTokenAuth``: host, origin, token, session cap, throttle);
+everything else goes to Django. The MCP session
 manager lives for the process: it is started and stopped by the ASGI lifespan protocol.
 """
 

@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from observability.health import healthz
+from config.health import healthz
 
 urlpatterns = [
     path("admin/", admin.site.urls),

@@ -1,7 +1,8 @@
 """REST endpoints of the knowledge app: the planner's knowledge map and the planner prompt.
 
-Same auth as the tool endpoint (DRF token, the project default) and the same per-token
-throttle scope ("tool"). Errors are always JSON in the project's one error format, whatever
+Same auth as the tool endpoint (DRF token, the project default) and the same per-agent
+throttle budget (the project default). An agent limited to some domains sees only those
+(``retrieval.scopes``). Errors are always JSON in the project's one error format, whatever
 format the success body has.
 """
 
@@ -13,12 +14,9 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, renderers
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.response import Response
-from rest_framework.settings import api_settings
-from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
-from knowledge.selectors import knowledge_map_build, knowledge_map_yaml, planner_prompt_render
-from retrieval.language import agent_language
+from knowledge.selectors import knowledge_map_yaml, planner_prompt_render
 
 
 class YAMLRenderer(renderers.BaseRenderer):
@@ -57,16 +55,8 @@ class FormatParameterNegotiation(DefaultContentNegotiation):
         return chosen
 
 
-class ToolScopedThrottle(ScopedRateThrottle):
-    """The per-agent "tool" rate (API_THROTTLE_TOOL), read per request rather than at import."""
-
-    def get_rate(self):
-        return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
-
-
 class _ToolApi(APIView):
-    throttle_classes = [ToolScopedThrottle]
-    throttle_scope = "tool"
+    # Throttled by the project default (DEFAULT_THROTTLE_CLASSES): the agent's one budget.
     content_negotiation_class = FormatParameterNegotiation
 
     def finalize_response(self, request, response, *args, **kwargs):
@@ -101,7 +91,7 @@ class KnowledgeMapApi(_ToolApi):
         responses={200: OpenApiTypes.OBJECT},
     )
     def get(self, request):
-        return Response(knowledge_map_build())
+        return Response(_agent_knowledge_map(request))
 
 
 class PlannerPromptApi(_ToolApi):
@@ -117,5 +107,19 @@ class PlannerPromptApi(_ToolApi):
         responses={(200, "text/markdown"): OpenApiTypes.STR, (200, "application/json"): OpenApiTypes.OBJECT},
     )
     def get(self, request):
-        language = agent_language(request.user)
-        return Response({"name": "planner", "content": planner_prompt_render(language=language)})
+        content = planner_prompt_render(_agent_knowledge_map(request), language=_agent_language(request))
+        return Response({"name": "planner", "content": content})
+
+
+# Agent scopes and the agent-facing language live in the retrieval app (AgentProfile), which builds
+# on this one: imported when called, so the knowledge app does not load retrieval at import.
+def _agent_knowledge_map(request) -> dict:
+    from retrieval.scopes import agent_knowledge_map
+
+    return agent_knowledge_map(request.user)
+
+
+def _agent_language(request) -> str:
+    from retrieval.language import agent_language
+
+    return agent_language(request.user)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
-from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from observability.feedback import MAX_COMMENT_CHARS, feedback_record
@@ -24,8 +23,10 @@ class StrictBooleanField(serializers.BooleanField):
 
 
 class FeedbackInputSerializer(serializers.Serializer):
-    invocation_id = serializers.IntegerField(
-        min_value=1, help_text="From the lookup's X-Invocation-Id header."
+    invocation_id = serializers.CharField(
+        max_length=64,
+        help_text="The opaque id from the lookup's X-Invocation-Id header (MCP: invocationId). "
+        "An agent judges only its own invocations.",
     )
     helpful = StrictBooleanField()
     comment = serializers.CharField(
@@ -34,8 +35,8 @@ class FeedbackInputSerializer(serializers.Serializer):
 
 
 class FeedbackOutputSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
-    invocation_id = serializers.IntegerField()
+    # No row id: sequential keys would tell an agent how much feedback others give.
+    invocation_id = serializers.CharField()
     helpful = serializers.BooleanField()
     comment = serializers.CharField()
     replaced = serializers.BooleanField(
@@ -44,8 +45,7 @@ class FeedbackOutputSerializer(serializers.Serializer):
 
 
 class LookupFeedbackApi(APIView):
-    throttle_classes = [ScopedRateThrottle]
-    throttle_scope = "tool"
+    # Throttled by the project default (DEFAULT_THROTTLE_CLASSES): the agent's one budget.
 
     @extend_schema(
         operation_id="lookup_knowledge_feedback",
@@ -69,8 +69,7 @@ class LookupFeedbackApi(APIView):
         )
         body = FeedbackOutputSerializer(
             {
-                "id": feedback.pk,
-                "invocation_id": feedback.invocation_id,
+                "invocation_id": serializer.validated_data["invocation_id"],
                 "helpful": feedback.helpful,
                 "comment": feedback.comment,
                 "replaced": not created,

@@ -1,8 +1,11 @@
 """Threshold calibration from feedback (seed 000 Phase 2, 分数反馈调优).
 
-Agents (API) and staff (admin) judge whether a lookup's result helped. Grouped by the lookup's
-``l1_top_similarity`` in 0.05-wide bands, those judgements show where results stop helping. The
-suggestion:
+Agents (API, their own calls only) and staff (admin) judge whether a lookup's result helped.
+Each judged invocation is one vote (the staff judgement when staff judged it, else its agent's);
+grouped by the call's ``l1_top_similarity`` in 0.05-wide bands, the votes show where results stop
+helping. Lookups and Dify calls are calibrated apart (``VoteFilter.tool``). Votes that all come
+from one agent give no suggestion unless staff choose to use them (``VoteFilter.single_agent``).
+The suggestion:
 
 - REFERENCE threshold: the band edge that best separates helpful from unhelpful results, i.e.
   maximises Youden's J = (share of helpful results at or above it) - (share of unhelpful ones at
@@ -26,8 +29,6 @@ from dataclasses import asdict, dataclass
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Count, F
-from django.db.models.functions import Floor
 from django.utils.translation import gettext
 
 from observability.models import InvocationFeedback, ThresholdCalibration
@@ -73,34 +74,115 @@ def thresholds_in_force() -> Thresholds:
     )
 
 
-def calibration_bands() -> dict:
-    """Judgements per 0.05 similarity band: helpful, unhelpful and the helpful rate.
+LOOKUP_TOOL = "lookup_knowledge"
+DIFY_TOOL = "dify_retrieval"
+# Dify calls are judged apart: their similarity is compared with Dify's own score_threshold, not
+# with the lookup's levels, so their judgements say nothing about REFERENCE / HIGHLY_RELEVANT.
+CALIBRATED_TOOLS = (LOOKUP_TOOL, DIFY_TOOL)
 
-    Only judgements on lookups that had an L1 similarity count (PRECISE-by-keyword lookups
+
+@dataclass(frozen=True)
+class VoteFilter:
+    """Which judgements a calibration counts: a tool, optionally one source, minus some agents;
+    ``single_agent`` lets staff take a suggestion from one agent's votes on purpose."""
+
+    tool: str = LOOKUP_TOOL
+    source: str = ""  # "", "STAFF" or "AGENT"
+    exclude_agents: tuple[str, ...] = ()
+    single_agent: bool = False
+
+
+def calibration_votes(vote_filter: VoteFilter | None = None) -> list[dict]:
+    """One vote per judged invocation: ``{invocation_id, similarity, helpful, source, voter}``.
+
+    An invocation judged by staff counts with the staff judgement (the latest one, if several
+    staff judged it); otherwise with its agent's own judgement. So one agent judging a call
+    many times, or many tokens judging one call, is still one vote.
+    """
+    vote_filter = vote_filter or VoteFilter()
+    rows = (
+        InvocationFeedback.objects.filter(
+            invocation__tool_name=vote_filter.tool, invocation__l1_top_similarity__isnull=False
+        )
+        .values(
+            "invocation_id",
+            "source",
+            "helpful",
+            "updated_at",
+            "user__username",
+            "invocation__l1_top_similarity",
+        )
+        .order_by("invocation_id", "updated_at")
+    )
+    chosen: dict[int, dict] = {}
+    for row in rows:  # oldest first: a later judgement of the same rank replaces an earlier one
+        staff = row["source"] == InvocationFeedback.Source.STAFF
+        current = chosen.get(row["invocation_id"])
+        if current is not None and current["source"] == InvocationFeedback.Source.STAFF and not staff:
+            continue
+        chosen[row["invocation_id"]] = {
+            "invocation_id": row["invocation_id"],
+            "similarity": row["invocation__l1_top_similarity"],
+            "helpful": row["helpful"],
+            "source": row["source"],
+            # A judgement whose user was deleted still counts, under a name of its own.
+            "voter": row["user__username"] or "(deleted user)",
+        }
+    votes = list(chosen.values())
+    if vote_filter.source:
+        votes = [v for v in votes if v["source"] == vote_filter.source]
+    if vote_filter.exclude_agents:
+        excluded = set(vote_filter.exclude_agents)
+        votes = [
+            v
+            for v in votes
+            if not (v["source"] == InvocationFeedback.Source.AGENT and v["voter"] in excluded)
+        ]
+    return votes
+
+
+def calibration_bands(vote_filter: VoteFilter | None = None) -> dict:
+    """Votes per 0.05 similarity band: helpful, unhelpful and the helpful rate, plus who voted
+    (by source and by agent).
+
+    Only judgements on calls that had an L1 similarity count (PRECISE-by-keyword lookups
     without one say nothing about the similarity thresholds).
     """
-    rows = (
-        InvocationFeedback.objects.filter(invocation__l1_top_similarity__isnull=False)
-        .annotate(band=Floor(F("invocation__l1_top_similarity") * BANDS))
-        .values("band", "helpful")
-        .annotate(n=Count("*"))
-        .order_by()
-    )
+    vote_filter = vote_filter or VoteFilter()
+    votes = calibration_votes(vote_filter)
     bands = [
         {"lo": round(i / BANDS, 4), "hi": round((i + 1) / BANDS, 4), "helpful": 0, "unhelpful": 0}
         for i in range(BANDS)
     ]
-    for row in rows:
-        band = bands[min(max(int(row["band"]), 0), BANDS - 1)]
-        band["helpful" if row["helpful"] else "unhelpful"] += row["n"]
+    by_source = {s: {"helpful": 0, "unhelpful": 0} for s in InvocationFeedback.Source.values}
+    by_agent: dict[str, dict] = {}
+    for vote in votes:
+        band = bands[min(max(int(vote["similarity"] * BANDS), 0), BANDS - 1)]
+        verdict = "helpful" if vote["helpful"] else "unhelpful"
+        band[verdict] += 1
+        by_source[vote["source"]][verdict] += 1
+        if vote["source"] == InvocationFeedback.Source.AGENT:
+            by_agent.setdefault(vote["voter"], {"agent": vote["voter"], "helpful": 0, "unhelpful": 0})
+            by_agent[vote["voter"]][verdict] += 1
     for band in bands:
         judged = band["helpful"] + band["unhelpful"]
         band["judged"] = judged
         band["rate"] = round(band["helpful"] / judged, 3) if judged else None
+    agents = sorted(by_agent.values(), key=lambda a: (-(a["helpful"] + a["unhelpful"]), a["agent"]))
+    staff_votes = (
+        by_source[InvocationFeedback.Source.STAFF]["helpful"]
+        + by_source[InvocationFeedback.Source.STAFF]["unhelpful"]
+    )
     return {
+        "tool": vote_filter.tool,
+        "filter": asdict(vote_filter),
         "bands": bands,
         "helpful": sum(b["helpful"] for b in bands),
         "unhelpful": sum(b["unhelpful"] for b in bands),
+        "by_source": by_source,
+        "by_agent": agents,
+        # The one agent every vote comes from, when no staff voted and only one agent did.
+        "single_agent": agents[0]["agent"] if len(agents) == 1 and not staff_votes else None,
     }
 
 
@@ -131,6 +213,13 @@ def calibration_suggest(*, bands: dict, current: Thresholds) -> dict:
             "%(count)s judgements with a similarity; at least %(needed)s are needed "
             "(OBSERVABILITY_CALIBRATION_MIN_FEEDBACK)."
         ) % {"count": helpful + unhelpful, "needed": min_feedback}
+        return result
+    if bands.get("single_agent") is not None and not bands.get("filter", {}).get("single_agent"):
+        result["reason"] = gettext(
+            "All %(count)s votes come from one agent (%(agent)s): a suggestion needs staff votes or "
+            "votes of at least two agents, unless you choose to use this agent's votes alone."
+        ) % {"count": helpful + unhelpful, "agent": bands["single_agent"]}
+        result["single_agent_refused"] = True
         return result
     if not helpful or not unhelpful:
         result["reason"] = gettext(
@@ -245,3 +334,48 @@ def calibration_revert(*, applied_by, note: str = "") -> ThresholdCalibration:
     calibration = ThresholdCalibration.objects.create(reverted=True, applied_by=applied_by, note=note)
     logger.info("thresholds: %s reverted to the settings (calibration #%s)", applied_by, calibration.pk)
     return calibration
+
+
+def vote_filter_from(params) -> VoteFilter:
+    """A VoteFilter from the calibration page's query string (unknown values fall back)."""
+    tool = params.get("tool") or LOOKUP_TOOL
+    source = params.get("source") or ""
+    return VoteFilter(
+        tool=tool if tool in CALIBRATED_TOOLS else LOOKUP_TOOL,
+        source=source if source in InvocationFeedback.Source.values else "",
+        exclude_agents=tuple(sorted({a for a in params.getlist("exclude_agent") if a})),
+        single_agent=params.get("single_agent") == "1",
+    )
+
+
+def calibration_overview(vote_filter: VoteFilter) -> dict:
+    """What the calibration page shows: thresholds in force, votes per band, the suggestion, and
+    the progress toward the minimum number of votes."""
+    current = thresholds_in_force()
+    bands = calibration_bands(vote_filter)
+    suggestion = calibration_suggest(bands=bands, current=current)
+    votes = bands["helpful"] + bands["unhelpful"]
+    needed = settings.OBSERVABILITY_CALIBRATION_MIN_FEEDBACK
+    return {
+        "current": current,
+        "bands": bands,
+        "suggestion": suggestion,
+        "progress": {
+            "votes": votes,
+            "needed": needed,
+            "percent": min(100, round(100 * votes / needed)) if needed else 100,
+        },
+        # Only the lookup's votes can set the lookup's thresholds.
+        "appliable": vote_filter.tool == LOOKUP_TOOL,
+    }
+
+
+def unjudged_invocations(*, tool: str, limit: int = 50):
+    """The latest calls of ``tool`` with a similarity that nobody judged yet, newest first."""
+    from observability.models import ToolInvocation
+
+    return (
+        ToolInvocation.objects.filter(tool_name=tool, l1_top_similarity__isnull=False, feedback__isnull=True)
+        .select_related("agent")
+        .order_by("-created_at")[:limit]
+    )

@@ -244,8 +244,10 @@ def calibration_figure(*, bands: list[dict], reference: float, highly_relevant: 
                 "type": "scatter",
                 "mode": "lines+markers",
                 "name": gettext("helpful rate"),
-                "x": [xi for xi, b in zip(x, bands, strict=True) if b["rate"] is not None],
-                "y": [b["rate"] for b in bands if b["rate"] is not None],
+                # Every band, None where nobody voted: no line is drawn across bands without data.
+                "x": x,
+                "y": [b["rate"] for b in bands],
+                "connectgaps": False,
                 "yaxis": "y2",
                 "line": {"color": "#0969da"},
             },

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -9,12 +11,13 @@ from django.utils import timezone
 from observability.models import InvocationFeedback, ToolInvocation
 
 MAX_COMMENT_CHARS = 2000
+_PUBLIC_ID = re.compile(r"inv_[A-Za-z0-9_-]{1,28}")
 
 
 @transaction.atomic
 def feedback_record(
     *,
-    invocation_id: int,
+    invocation_id: int | str,
     helpful: bool,
     user,
     source: str,
@@ -22,7 +25,9 @@ def feedback_record(
 ) -> tuple[InvocationFeedback, bool]:
     """Record that ``user`` found invocation ``invocation_id`` helpful or not.
 
-    One judgement per invocation and user: judging again replaces the earlier one. Returns the
+    Agents (``source`` AGENT) name the invocation by the opaque id they were given
+    (``ToolInvocation.public_id``) and may judge only their own calls; staff (STAFF, from the
+    admin) name it by primary key and may judge any. One judgement per invocation and user: judging again replaces the earlier one. Returns the
     feedback and whether it was created (False: replaced).
     """
     if not isinstance(helpful, bool):
@@ -32,9 +37,10 @@ def feedback_record(
         raise ValidationError({"comment": f"at most {MAX_COMMENT_CHARS} characters"})
     if source not in InvocationFeedback.Source.values:
         raise ValidationError({"source": f"must be one of {', '.join(InvocationFeedback.Source.values)}"})
-    invocation = ToolInvocation.objects.filter(pk=invocation_id).first()
+    invocation = _judgeable(invocation_id=invocation_id, user=user, source=source)
     if invocation is None:
-        raise ValidationError({"invocation_id": f"no tool invocation with id {invocation_id}"})
+        # The same answer for an id that does not exist and for another agent's invocation.
+        raise ValidationError({"invocation_id": f"no tool invocation of yours with id {invocation_id!r}"})
     now = timezone.now()
     feedback, created = InvocationFeedback.objects.select_for_update().update_or_create(
         invocation=invocation,
@@ -49,3 +55,14 @@ def feedback_record(
         },
     )
     return feedback, created
+
+
+def _judgeable(*, invocation_id: int | str, user, source: str) -> ToolInvocation | None:
+    """The invocation ``user`` may judge, or None (unknown, or not theirs)."""
+    if source == InvocationFeedback.Source.STAFF:
+        if not (getattr(user, "is_staff", False) and str(invocation_id).isdigit()):
+            return None
+        return ToolInvocation.objects.filter(pk=int(invocation_id)).first()
+    if not isinstance(invocation_id, str) or not _PUBLIC_ID.fullmatch(invocation_id):
+        return None  # never a query with text the database could choke on (lone surrogates)
+    return ToolInvocation.objects.filter(public_id=invocation_id, agent_id=user.pk).first()

@@ -1,6 +1,8 @@
 """What happened: one row per tool call (the seeds' tool_invocation table), the feedback agents
 and staff give on those calls, and the threshold calibrations staff applied from that feedback."""
 
+import secrets
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -13,6 +15,12 @@ from observability.expressions import JSONNumber, JSONString
 RETURNED_DOMAINS_KEY = "returned_domains"
 
 
+def invocation_public_id_new() -> str:
+    """The id an agent sees for its invocation: random, so it says nothing about traffic volume
+    and cannot be guessed (the primary key is sequential)."""
+    return "inv_" + secrets.token_urlsafe(16)
+
+
 class ToolInvocation(models.Model):
     class Status(models.TextChoices):
         SUCCESS = "SUCCESS", "Success"
@@ -21,6 +29,20 @@ class ToolInvocation(models.Model):
 
     session_id = models.CharField(max_length=128, db_index=True)
     tool_name = models.CharField(max_length=64)
+    # The agent (the tool token's user) that made the call: sessions, feedback and records are
+    # per agent. NULL for calls without one (the ``lookup`` command, stdio MCP, old rows).
+    agent = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("agent"),
+    )
+    # What agents see and send back as the invocation id. NULL only on rows older than the column.
+    public_id = models.CharField(
+        max_length=32, unique=True, null=True, blank=True, default=invocation_public_id_new, editable=False
+    )
     request = models.JSONField(default=dict, blank=True)
     result_summary = models.TextField(blank=True, default="")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.SUCCESS)
@@ -210,6 +232,8 @@ class ThresholdCalibration(models.Model):
         db_table = "threshold_calibration"
         ordering = ["-applied_at", "-id"]
         verbose_name = _("threshold calibration")
+        # The admin's sidebar shows the plural: one name for the page, sidebar and title alike.
+        verbose_name_plural = _("threshold calibration")
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(reverted=True)

@@ -28,9 +28,11 @@ def invocation_record(
     relevance_level: str | None = None,
     dedup_reason: str | None = None,
     retrieval_details: dict[str, Any] | None = None,
+    agent_id: int | None = None,
 ) -> ToolInvocation:
     """Write one invocation row and return it.
 
+    ``agent_id`` is the calling agent's user (None: a call without a tool token).
     Exactly one INSERT and no transaction of its own: wrapping a single statement in
     ``transaction.atomic`` would add BEGIN/COMMIT round trips to every lookup for nothing.
     """
@@ -47,4 +49,5 @@ def invocation_record(
         relevance_level=relevance_level,
         dedup_reason=dedup_reason,
         retrieval_details=retrieval_details,
+        agent_id=agent_id,
     )

@@ -11,15 +11,17 @@ from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from retrieval.agents import agent_for_user
 from retrieval.language import agent_language
-from retrieval.selectors import executor_prompt_get, session_retrievals_get
+from retrieval.selectors import executor_prompt_get
 from retrieval.serializers import (
     LookupRequestSerializer,
     LookupResponseSerializer,
     SessionRetrievalsSerializer,
 )
-from retrieval.services import lookup_knowledge, session_retrievals_clear
-from retrieval.throttling import ToolTokenThrottle
+from retrieval.services import lookup_knowledge
+from retrieval.sessions import agent_session_retrievals_clear, agent_session_retrievals_get
+from retrieval.throttling import AgentThrottle
 from retrieval.tool_shapes import FORMATS, lookup_tool_shape, tool_shape_params_clean
 from retrieval.tracker import TrackerUnavailable
 
@@ -33,32 +35,36 @@ class ActionMemoryUnavailable(APIException):
 
 
 class LookupKnowledgeApi(APIView):
-    throttle_classes = [ToolTokenThrottle]
+    throttle_classes = [AgentThrottle]
 
     @extend_schema(
         operation_id="lookup_knowledge",
         request=LookupRequestSerializer,
         responses={200: LookupResponseSerializer},
-        description="Look up the knowledge base. The recorded invocation's id is in the X-Invocation-Id header.",
+        description="Look up the knowledge base. The recorded invocation's id (an opaque string, for "
+        "the feedback endpoint) is in the X-Invocation-Id header.",
     )
     def post(self, request):
         data = request.data if isinstance(request.data, dict) else {}
+        agent = agent_for_user(request.user)
         outcome = lookup_knowledge(
             query=data.get("query"),
             session_id=data.get("session_id"),
             top_k=data.get("top_k"),
-            agent=request.user.get_username(),
+            agent=agent.name,
+            agent_id=agent.id,
+            domains=agent.domains,
             language=agent_language(request.user),
         )
         response = Response(outcome.body)
-        response[INVOCATION_HEADER] = str(outcome.invocation_id)
+        response[INVOCATION_HEADER] = outcome.invocation_public_id
         return response
 
     def handle_exception(self, exc):
         response = super().handle_exception(exc)
-        invocation_id = getattr(exc, "invocation_id", None)
+        invocation_id = getattr(exc, "invocation_public_id", None)
         if invocation_id is not None:
-            response[INVOCATION_HEADER] = str(invocation_id)
+            response[INVOCATION_HEADER] = invocation_id
         return response
 
 
@@ -70,7 +76,7 @@ class ToolShapeNegotiation(DefaultContentNegotiation):
 
 
 class LookupToolSchemaApi(APIView):
-    throttle_classes = [ToolTokenThrottle]
+    throttle_classes = [AgentThrottle]
     content_negotiation_class = ToolShapeNegotiation
 
     @extend_schema(
@@ -94,12 +100,15 @@ class LookupToolSchemaApi(APIView):
 
 
 class SessionRetrievalsApi(APIView):
-    throttle_classes = [ToolTokenThrottle]
+    throttle_classes = [AgentThrottle]
+
+    """A session of the calling agent: another agent's session of the same id is another session."""
 
     @extend_schema(operation_id="session_retrievals", responses={200: SessionRetrievalsSerializer})
     def get(self, request, session_id: str):
         try:
-            return Response({"domains": session_retrievals_get(session_id=session_id)})
+            domains = agent_session_retrievals_get(agent=agent_for_user(request.user), session_id=session_id)
+            return Response({"domains": domains})
         except TrackerUnavailable as exc:
             raise ActionMemoryUnavailable() from exc
 
@@ -108,14 +117,14 @@ class SessionRetrievalsApi(APIView):
     )
     def delete(self, request, session_id: str):
         try:
-            session_retrievals_clear(session_id=session_id)
+            agent_session_retrievals_clear(agent=agent_for_user(request.user), session_id=session_id)
         except TrackerUnavailable as exc:
             raise ActionMemoryUnavailable() from exc
         return Response(status=204)
 
 
 class ExecutorPromptApi(APIView):
-    throttle_classes = [ToolTokenThrottle]
+    throttle_classes = [AgentThrottle]
 
     @extend_schema(
         operation_id="executor_prompt",

@@ -70,9 +70,13 @@ def dify_request_clean(body: Any) -> DifyRequest:
     knowledge_id = body.get("knowledge_id")
     if not isinstance(knowledge_id, str) or not knowledge_id.strip():
         raise _fail("knowledge_id", "a domain id or '*' is required")
+    if problem := _unicode_problem(knowledge_id):
+        raise _fail("knowledge_id", problem)
     query = body.get("query")
     if not isinstance(query, str) or not query.strip():
         raise _fail("query", "a non-blank string is required")
+    if problem := _unicode_problem(query):
+        raise _fail("query", problem)  # as REST refuses it: it can be neither embedded nor stored
     query = query.strip()
     if len(query) > settings.RETRIEVAL_MAX_QUERY_CHARS:
         raise _fail("query", f"at most {settings.RETRIEVAL_MAX_QUERY_CHARS} characters (it has {len(query)})")
@@ -96,16 +100,18 @@ def dify_request_clean(body: Any) -> DifyRequest:
     return DifyRequest(knowledge_id.strip(), query, top_k, float(threshold), condition)
 
 
-def _knowledge_exists(knowledge_id: str) -> bool:
+def _knowledge_exists(knowledge_id: str, domains: frozenset[str] | None) -> bool:
     if knowledge_id == ALL_DOMAINS:
         return True
+    if domains is not None and knowledge_id not in domains:
+        return False  # a domain outside the agent's scope answers as an unknown one
     return (
         KnowledgeDomain.objects.filter(domain_id=knowledge_id).exists()
         or ApiDocument.objects.filter(domain=knowledge_id).exists()
     )
 
 
-def _search(request: DifyRequest) -> tuple[list[dict], dict]:
+def _search(request: DifyRequest, domains: frozenset[str] | None = None) -> tuple[list[dict], dict]:
     max_l2 = current_thresholds().max_l2_distance
     store = get_vector_store()
     try:
@@ -129,6 +135,7 @@ def _search(request: DifyRequest) -> tuple[list[dict], dict]:
         for row in ApiDocument.objects.filter(
             doc_key__in={h.doc_key for h in hits}, status=ApiDocument.Status.INDEXED
         ).values("id", "doc_key", "title", "domain", "metadata", "created_at", "updated_at")
+        if domains is None or row["domain"] in domains  # the agent's scope (retrieval.scopes)
     }
     chosen = []
     for hit in hits:  # closest first
@@ -202,7 +209,9 @@ def _search(request: DifyRequest) -> tuple[list[dict], dict]:
     return records, details
 
 
-def dify_retrieve(*, body: Any, agent: str) -> list[dict]:
+def dify_retrieve(
+    *, body: Any, agent: str, agent_id: int | None = None, domains: frozenset[str] | None = None
+) -> list[dict]:
     """Dify's records for ``body`` (see the module docstring). Raises DifyInputError,
     UnknownKnowledge or SearchUnavailable after recording the failed call."""
     started = time.perf_counter()
@@ -224,6 +233,7 @@ def dify_retrieve(*, body: Any, agent: str) -> list[dict]:
             result_summary=summary,
             error=error,
             retrieval_details=details,
+            agent_id=agent_id,
         )
 
     try:
@@ -231,13 +241,13 @@ def dify_retrieve(*, body: Any, agent: str) -> list[dict]:
     except DifyInputError as exc:
         record(ToolInvocation.Status.ERROR, "invalid input", error=dify_error_message(exc))
         raise
-    if not _knowledge_exists(request.knowledge_id):
+    if not _knowledge_exists(request.knowledge_id, domains):
         record(
             ToolInvocation.Status.ERROR, "unknown knowledge_id", error=f"no domain {request.knowledge_id!r}"
         )
         raise UnknownKnowledge(f"The knowledge does not exist: no domain {request.knowledge_id!r}")
     try:
-        records, details = _search(request)
+        records, details = _search(request, domains)
     except SearchUnavailable as exc:
         record(ToolInvocation.Status.ERROR, "error", error=str(exc))
         raise
@@ -245,6 +255,15 @@ def dify_retrieve(*, body: Any, agent: str) -> list[dict]:
     summary = f"{len(records)} records" + (f": {records[0]['metadata']['doc_key']}" if records else "")
     record(ToolInvocation.Status.SUCCESS, summary, details=details)
     return records
+
+
+def _unicode_problem(text: str) -> str | None:
+    """The REST lookup's check (``retrieval.services``): JSON lets lone surrogates through."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"Contains a character that is not valid Unicode text (a lone surrogate at {exc.start})."
+    return None
 
 
 def dify_error_message(exc: ValidationError) -> str:

@@ -3,11 +3,18 @@
 Dify's contract, not the project's: ``Authorization: Bearer <tool token>`` and errors as
 ``{"error_code", "error_msg"}``: 1001 malformed Authorization header (403), 1002 failed key (403),
 2001 unknown knowledge_id (404). Codes Dify does not define are agentkb's own: 3001 invalid
-body (400), 3002 throttled (429), 5001 vector search unavailable (503).
+body (400), 3002 throttled (429, with ``Retry-After``), 3003 body too large (413), 5001 vector
+search unavailable (503).
+
+The token's agent is the caller: its throttle budget is the one every agent-facing endpoint
+spends, and an agent limited to some domains searches only those (another domain's id answers
+as an unknown one).
 """
 
 from __future__ import annotations
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
@@ -18,6 +25,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.exception_handlers import _first_message
+from retrieval.agents import agent_for_user
 from retrieval.dify import (
     DifyInputError,
     SearchUnavailable,
@@ -25,7 +33,7 @@ from retrieval.dify import (
     dify_error_message,
     dify_retrieve,
 )
-from retrieval.throttling import ToolTokenThrottle
+from retrieval.throttling import AgentThrottle
 
 
 class DifyError(exceptions.APIException):
@@ -62,7 +70,14 @@ class DifyBearerScheme(OpenApiAuthenticationExtension):
 
 
 def dify_exception_handler(exc, context):
-    if isinstance(exc, DifyError):
+    headers = {}
+    if isinstance(exc, RequestDataTooBig):
+        status, code = 413, 3003
+        message = (
+            f"body: the request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes "
+            "(DATA_UPLOAD_MAX_MEMORY_SIZE)"
+        )
+    elif isinstance(exc, DifyError):
         status, code, message = exc.status_code, exc.error_code, str(exc.detail)
     elif isinstance(exc, DifyInputError):
         status, code, message = 400, 3001, dify_error_message(exc)
@@ -72,16 +87,17 @@ def dify_exception_handler(exc, context):
         status, code, message = 503, 5001, str(exc)
     elif isinstance(exc, exceptions.Throttled):
         status, code, message = 429, 3002, _first_message(exc.detail)
+        headers["Retry-After"] = str(max(1, int(exc.wait or 1)))
     elif isinstance(exc, exceptions.APIException):  # malformed JSON, wrong method...
         status, code, message = exc.status_code, 3001, _first_message(exc.detail)
     else:
         return None
-    return Response({"error_code": code, "error_msg": message}, status=status)
+    return Response({"error_code": code, "error_msg": message}, status=status, headers=headers)
 
 
 class DifyRetrievalApi(APIView):
     authentication_classes = [DifyBearerAuthentication]
-    throttle_classes = [ToolTokenThrottle]
+    throttle_classes = [AgentThrottle]
 
     def get_exception_handler(self):
         return dify_exception_handler
@@ -94,5 +110,6 @@ class DifyRetrievalApi(APIView):
         "tool token as the API key and a domain id (or `*`) as the external knowledge ID.",
     )
     def post(self, request):
-        records = dify_retrieve(body=request.data, agent=request.user.get_username())
+        agent = agent_for_user(request.user)
+        records = dify_retrieve(body=request.data, agent=agent.name, agent_id=agent.id, domains=agent.domains)
         return Response({"records": records})

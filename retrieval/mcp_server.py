@@ -8,7 +8,11 @@ Tools: ``lookup_knowledge`` (the same service and action memory as the REST tool
   ``McpTokenAuth`` (the REST tool tokens) and everything else to Django.
 
 Session: an agent's lookups share action memory per MCP session (``Mcp-Session-Id`` over HTTP,
-one id per connection on stdio) unless the call passes its own ``session_id``.
+one id per connection on stdio) unless the call passes its own ``session_id``; either way the
+session is the agent's own (``retrieval.agents``), and an agent limited to some domains sees only
+those in its lookups, knowledge map and planner prompt. ``retrieval.mcp_http`` guards the HTTP
+transport: Host and Origin, the token, the session's owner, the per-agent session cap and the
+shared throttle budget.
 
 FastMCP runs tools on the event loop; the ORM may not, so each tool hands its work to
 ``sync_to_async`` (one worker thread, as Django's own ASGI handler does).
@@ -20,24 +24,24 @@ import json
 import uuid
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import close_old_connections
-from django.http.request import split_domain_port, validate_host
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 
 from knowledge.selectors import knowledge_map_build, planner_prompt_render
 from retrieval import agent_texts
+from retrieval.agents import Agent, agent_named
 from retrieval.language import agent_language
+from retrieval.mcp_http import AGENT_SCOPE_KEY, McpTokenAuth
 from retrieval.mcp_schema import lookup_arguments
+from retrieval.scopes import knowledge_map_scoped
 from retrieval.selectors import executor_prompt_get, lookup_tool_definition
 from retrieval.services import lookup_knowledge as lookup_knowledge_service
 from retrieval.tracker import TrackerUnavailable
 
 SERVER_NAME = "agentkb"
-AGENT_SCOPE_KEY = "agentkb.agent"  # set in the ASGI scope by McpTokenAuth
 STDIO_AGENT = "mcp-stdio"
 _SESSION_ATTR = "_agentkb_session_id"
 
@@ -68,11 +72,11 @@ def mcp_session_id(ctx: Context) -> str:
     return minted
 
 
-def _agent(ctx: Context) -> str:
+def _agent(ctx: Context, stdio_agent: str | None) -> Agent:
+    """The caller: the token's agent over HTTP (set by McpTokenAuth), the named one on stdio."""
     request = ctx.request_context.request
-    if request is None:
-        return STDIO_AGENT
-    return request.scope.get(AGENT_SCOPE_KEY) or "mcp-http"
+    agent = request.scope.get(AGENT_SCOPE_KEY) if request is not None else None
+    return agent if isinstance(agent, Agent) else agent_named(stdio_agent or STDIO_AGENT)
 
 
 def _field_errors(exc: ValidationError) -> str:
@@ -80,10 +84,11 @@ def _field_errors(exc: ValidationError) -> str:
 
 
 def _token_agent(ctx: Context) -> str | None:
-    """The token's agent over HTTP (its profile may set the agent-facing language); None on stdio,
-    which has no token and speaks the global AGENT_LANGUAGE."""
+    """The token's agent name over HTTP (its profile may set the agent-facing language); None on
+    stdio, which has no token and speaks the global AGENT_LANGUAGE."""
     request = ctx.request_context.request
-    return None if request is None else request.scope.get(AGENT_SCOPE_KEY)
+    caller = None if request is None else request.scope.get(AGENT_SCOPE_KEY)
+    return caller.name if isinstance(caller, Agent) and caller.id is not None else None
 
 
 def _language(token_agent: str | None) -> str | None:
@@ -117,7 +122,7 @@ def build_server(*, agent: str | None = None) -> FastMCP:
     ) -> str:
         """Look up the knowledge base; documents this session already has are withheld."""
         session = session_id if session_id is not None else mcp_session_id(ctx)
-        caller = agent or _agent(ctx)
+        caller = _agent(ctx, agent)
         try:
             outcome = await sync_to_async(_db_call)(
                 _lookup_in_agent_language,
@@ -125,14 +130,16 @@ def build_server(*, agent: str | None = None) -> FastMCP:
                 query=query,
                 session_id=session,
                 top_k=top_k,
-                agent=caller,
+                agent=caller.name,
                 source="mcp",
+                agent_id=caller.id,
+                domains=caller.domains,
             )
         except ValidationError as exc:
             raise ToolError(_field_errors(exc)) from None
         except TrackerUnavailable as exc:
             raise ToolError(f"the session action memory is unavailable: {exc}") from None
-        body = {**outcome.body, "invocationId": outcome.invocation_id, "sessionId": session}
+        body = {**outcome.body, "invocationId": outcome.invocation_public_id, "sessionId": session}
         return json.dumps(body, ensure_ascii=False)
 
     @server.tool(
@@ -140,8 +147,9 @@ def build_server(*, agent: str | None = None) -> FastMCP:
         description=agent_texts.text("mcp_knowledge_map"),
         structured_output=False,
     )
-    async def get_knowledge_map() -> str:
+    async def get_knowledge_map(ctx: Context) -> str:
         knowledge_map = await sync_to_async(_db_call)(knowledge_map_build)
+        knowledge_map = knowledge_map_scoped(knowledge_map, _agent(ctx, agent).domains)
         return json.dumps(knowledge_map, ensure_ascii=False)
 
     @server.prompt(name="executor", description=agent_texts.text("mcp_executor_prompt"))
@@ -152,65 +160,11 @@ def build_server(*, agent: str | None = None) -> FastMCP:
     @server.prompt(name="planner", description=agent_texts.text("mcp_planner_prompt"))
     async def planner(ctx: Context) -> str:
         language = await sync_to_async(_db_call)(_language, token_agent=None if agent else _token_agent(ctx))
-        return await sync_to_async(_db_call)(planner_prompt_render, language=language)
+        knowledge_map = await sync_to_async(_db_call)(knowledge_map_build)
+        scoped = knowledge_map_scoped(knowledge_map, _agent(ctx, agent).domains)
+        return await sync_to_async(_db_call)(planner_prompt_render, knowledge_map=scoped, language=language)
 
     return server
-
-
-def _json_error(status: int, code: str, message: str) -> tuple[dict, bytes]:
-    body = json.dumps({"error": {"code": code, "message": message, "details": {}}}).encode()
-    start = {
-        "type": "http.response.start",
-        "status": status,
-        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-    }
-    if status == 401:
-        start["headers"].append((b"www-authenticate", b'Token realm="agentkb"'))
-    return start, body
-
-
-def _token_user(key: str) -> str | None:
-    from rest_framework.authtoken.models import Token
-
-    token = Token.objects.select_related("user").filter(key=key).first()
-    if token is None or not token.user.is_active:
-        return None
-    return token.user.get_username()
-
-
-class McpTokenAuth:
-    """ASGI middleware: the REST API's token auth (``Authorization: Token <key>``; ``Bearer`` is
-    accepted too, as many MCP clients only send that) and Django's ALLOWED_HOSTS."""
-
-    def __init__(self, app):
-        self.app = app
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        host, _ = split_domain_port(headers.get("host", ""))
-        if not host or not validate_host(host, settings.ALLOWED_HOSTS):
-            await self._refuse(send, 400, "bad_host", f"host {headers.get('host', '')!r} is not allowed")
-            return
-        scheme, _, key = headers.get("authorization", "").strip().partition(" ")
-        if scheme.lower() not in ("token", "bearer") or not key.strip():
-            await self._refuse(
-                send, 401, "not_authenticated", "Authentication credentials were not provided."
-            )
-            return
-        username = await sync_to_async(_db_call)(_token_user, key=key.strip())
-        if username is None:
-            await self._refuse(send, 401, "authentication_failed", "Invalid token.")
-            return
-        await self.app({**scope, AGENT_SCOPE_KEY: username}, receive, send)
-
-    @staticmethod
-    async def _refuse(send, status: int, code: str, message: str) -> None:
-        start, body = _json_error(status, code, message)
-        await send(start)
-        await send({"type": "http.response.body", "body": body})
 
 
 def mcp_http_app(server: FastMCP | None = None):
@@ -221,4 +175,4 @@ def mcp_http_app(server: FastMCP | None = None):
     server = server or build_server()
     server.streamable_http_app()  # creates the session manager
     manager = server.session_manager
-    return McpTokenAuth(StreamableHTTPASGIApp(manager)), manager
+    return McpTokenAuth(StreamableHTTPASGIApp(manager), manager), manager

@@ -43,11 +43,13 @@ from knowledge.vectorstore import VectorStoreError
 from observability.models import ToolInvocation
 from observability.services import invocation_record
 from retrieval import agent_texts
+from retrieval.agents import memory_session_key
 from retrieval.corpus import corpus_signature
 from retrieval.keyword_index import keyword_index_get
 from retrieval.normalisation import completeness_hint, similarity_from_l2
 from retrieval.ranking import DOMAIN_DEDUP_MODES, candidates_collect, selection_decide
 from retrieval.results import DocumentRow, message_build, result_items_build
+from retrieval.scopes import domain_allowed, domains_scoped, memory_scoped
 from retrieval.thresholds import current_thresholds
 from retrieval.tracker import TrackerUnavailable, fallback_tracker, get_tracker, tracker_backend
 from retrieval.vector_search import l1_search
@@ -67,6 +69,7 @@ class LookupInputError(ValidationError):
     """Bad input, naming the field. ``invocation_id`` is the recorded failed call, if any."""
 
     invocation_id: int | None = None
+    invocation_public_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,7 @@ class LookupOutcome:
     details: dict[str, Any]
     invocation_id: int | None
     status: str
+    invocation_public_id: str | None = None  # what the agent sees (retrieval.agents)
 
 
 def domain_dedup_mode() -> str:
@@ -174,10 +178,14 @@ def lookup_knowledge(
     dry_run: bool = False,
     agent: str = "",
     source: str = "api",
+    agent_id: int | None = None,
+    domains: frozenset[str] | None = None,
     language: str | None = None,
 ) -> LookupOutcome:
-    """One lookup_knowledge call (see the module docstring). ``language``: the agent's
-    (retrieval.language.agent_language), None for the global AGENT_LANGUAGE."""
+    """One lookup_knowledge call (see the module docstring). ``agent_id`` keys the session's action
+    memory by agent (``retrieval.agents``); ``domains`` limits what it sees (``retrieval.scopes``);
+    ``language``: the agent's (retrieval.language.agent_language), None for the global
+    AGENT_LANGUAGE."""
     started = time.perf_counter()
     request = {"query": _clip(query), "session_id": _clip(session_id), "top_k": _clip(top_k)}
     if agent:
@@ -201,17 +209,19 @@ def lookup_knowledge(
                 duration_ms=round(_ms(time.perf_counter() - started)),
                 result_summary="invalid input",
                 error="; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in exc.message_dict.items()),
+                agent_id=agent_id,
             )
-            error.invocation_id = invocation.pk
+            error.invocation_id, error.invocation_public_id = invocation.pk, invocation.public_id
         raise error from None
 
     try:
         body, details, status = _lookup_run(
             query=clean_query,
-            session_id=clean_session,
+            session_id=memory_session_key(agent_id=agent_id, agent=agent, session_id=clean_session),
             top_k=clean_top_k,
             dry_run=dry_run,
             started=started,
+            domains=domains,
             language=agent_texts.language_or_default(language),
         )
     except Exception as exc:
@@ -226,6 +236,7 @@ def lookup_knowledge(
                     result_summary="error",
                     error=f"{type(exc).__name__}: {exc}",
                     retrieval_details={"query": clean_query, "error": f"{type(exc).__name__}: {exc}"[:1000]},
+                    agent_id=agent_id,
                 )
             except Exception:  # the database itself may be what failed; the original error matters
                 logger.exception("could not record the failed lookup")
@@ -244,8 +255,9 @@ def lookup_knowledge(
         relevance_level=details["relevance_level"],
         dedup_reason=details["dedup_reason"],
         retrieval_details=details,
+        agent_id=agent_id,
     )
-    return LookupOutcome(body, details, invocation.pk, status)
+    return LookupOutcome(body, details, invocation.pk, status, invocation.public_id)
 
 
 def _summary(body: dict, details: dict) -> str:
@@ -259,7 +271,14 @@ def _summary(body: dict, details: dict) -> str:
 
 
 def _lookup_run(
-    *, query: str, session_id: str, top_k: int, dry_run: bool, started: float, language: str
+    *,
+    query: str,
+    session_id: str,
+    top_k: int,
+    dry_run: bool,
+    started: float,
+    domains: frozenset[str] | None,
+    language: str,
 ) -> tuple[dict, dict, str]:
     thresholds = current_thresholds()
     mode = domain_dedup_mode()
@@ -277,6 +296,7 @@ def _lookup_run(
         degraded.append(f"action memory unavailable (using this process's memory): {exc}")
         tracker, action_memory = fallback_tracker(), "memory-fallback"
         memory = tracker.snapshot(session_id)
+    memory = memory_scoped(memory, domains)
     timings["tracker_ms"] = _ms(time.perf_counter() - t)
 
     t = time.perf_counter()
@@ -322,7 +342,7 @@ def _lookup_run(
             content_len=row["content_len"],
         )
         for row in rows
-        if row["status"] == ApiDocument.Status.INDEXED
+        if row["status"] == ApiDocument.Status.INDEXED and domain_allowed(row["domain"], domains)
     }
     timings["documents_ms"] = _ms(time.perf_counter() - t)
     l0 = [m for m in l0_considered if m.doc_key in documents]
@@ -364,6 +384,7 @@ def _lookup_run(
             degraded.append(f"action memory unavailable (marked in this process's memory): {exc}")
             action_memory = "memory-fallback"
             domains_after = fallback_tracker().mark_many(session_id, marks)
+        domains_after = domains_scoped(domains_after, domains)
         timings["tracker_ms"] = round(timings["tracker_ms"] + _ms(time.perf_counter() - t), 2)
 
     level = selection.level

@@ -23,6 +23,9 @@ def tool_token_issue(*, name: str, rotate: bool = False) -> Token:
     if created:
         user.set_unusable_password()
         user.save(update_fields=["password"])
+    from retrieval.models import AgentProfile
+
+    AgentProfile.objects.get_or_create(user=user)  # staff set its domains and language in the admin
     if rotate:
         Token.objects.filter(user=user).delete()
     token, _ = Token.objects.get_or_create(user=user)

@@ -101,15 +101,26 @@ STATICFILES_FINDERS = [
     "observability.staticfiles.PlotlyFinder",
 ]
 
+# Debug pages and error reports mask credentials inside URL-valued settings too (config.debug).
+DEFAULT_EXCEPTION_REPORTER_FILTER = "config.debug.CredentialSafeReporterFilter"
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "formatters": {
+        "plain": {
+            # Masks credentials inside URLs (redis://:secret@...) in every line, tracebacks included.
+            "()": "config.debug.CredentialMaskingFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s: %(message)s",
+        }
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {
+        # Django's own loggers through the same masking handler (its default one would not mask).
+        "django": {"handlers": ["console"], "level": "INFO", "propagate": False},
         # pymilvus logs every connection at INFO; keep the console readable.
         "pymilvus": {"level": "WARNING"},
         "milvus_lite": {"level": "WARNING"},

@@ -60,3 +60,7 @@ RETRIEVAL_HINT_HIGHLY_RELEVANT = (
     env.str("RETRIEVAL_HINT_HIGHLY_RELEVANT", default="") or _hints["HIGHLY_RELEVANT"]
 )
 RETRIEVAL_HINT_REFERENCE = env.str("RETRIEVAL_HINT_REFERENCE", default="") or _hints["REFERENCE"]
+
+# MCP over streamable HTTP: open sessions one agent may hold at once (0 = no per-agent cap; the
+# SDK's own limit of 10,000 for the whole process still applies).
+MCP_MAX_SESSIONS_PER_AGENT = env.int("MCP_MAX_SESSIONS_PER_AGENT", default=10)

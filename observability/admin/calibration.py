@@ -33,6 +33,11 @@ class ThresholdCalibrationAdmin(_PageAdmin):
                 self.admin_site.admin_view(require_POST(self.revert_view)),
                 name="observability_calibration_revert",
             ),
+            path(
+                "unjudged/",
+                self.admin_site.admin_view(self.unjudged_view),
+                name="observability_calibration_unjudged",
+            ),
             *super().get_urls(),
         ]
 
@@ -45,9 +50,9 @@ class ThresholdCalibrationAdmin(_PageAdmin):
         )
 
     def _context(self, request, apply_form=None) -> dict:
-        current = calibration.thresholds_in_force()
-        bands = calibration.calibration_bands()
-        suggestion = calibration.calibration_suggest(bands=bands, current=current)
+        vote_filter = calibration.vote_filter_from(request.GET)
+        overview = calibration.calibration_overview(vote_filter)
+        current, bands, suggestion = overview["current"], overview["bands"], overview["suggestion"]
         if apply_form is None:
             apply_form = ThresholdApplyForm(
                 initial={
@@ -68,7 +73,11 @@ class ThresholdCalibrationAdmin(_PageAdmin):
             bands=bands,
             suggestion=suggestion,
             apply_form=apply_form,
-            can_apply=self.has_apply_permission(request),
+            can_apply=self.has_apply_permission(request) and overview["appliable"],
+            overview=overview,
+            vote_filter=vote_filter,
+            query_string=request.GET.urlencode(),
+            unjudged_url=reverse("admin:observability_calibration_unjudged") + f"?tool={vote_filter.tool}",
             history=ThresholdCalibration.objects.select_related("applied_by")[:20],
             figures={
                 "chart-calibration": charts.calibration_figure(
@@ -86,8 +95,9 @@ class ThresholdCalibrationAdmin(_PageAdmin):
         return TemplateResponse(request, "admin/observability/calibration.html", self._context(request))
 
     def apply_view(self, request):
-        if not self.has_apply_permission(request):
-            raise PermissionDenied
+        vote_filter = calibration.vote_filter_from(request.GET)
+        if not self.has_apply_permission(request) or vote_filter.tool != calibration.LOOKUP_TOOL:
+            raise PermissionDenied  # and only the lookup's votes set the lookup's thresholds
         form = ThresholdApplyForm(request.POST)
         if not form.is_valid():
             return TemplateResponse(
@@ -96,9 +106,10 @@ class ThresholdCalibrationAdmin(_PageAdmin):
                 self._context(request, apply_form=form),
                 status=400,
             )
-        bands = calibration.calibration_bands()
+        bands = calibration.calibration_bands(vote_filter)
         evidence = calibration.calibration_suggest(bands=bands, current=calibration.thresholds_in_force())
-        evidence["bands"] = bands["bands"]
+        evidence["bands"], evidence["by_source"] = bands["bands"], bands["by_source"]
+        evidence["by_agent"], evidence["filter"] = bands["by_agent"], bands["filter"]
         applied = calibration.calibration_apply(
             highly_relevant_threshold=form.cleaned_data["highly_relevant_threshold"],
             reference_threshold=form.cleaned_data["reference_threshold"],
@@ -118,6 +129,18 @@ class ThresholdCalibrationAdmin(_PageAdmin):
             },
         )
         return HttpResponseRedirect(reverse("admin:observability_thresholdcalibration_changelist"))
+
+    def unjudged_view(self, request):
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        vote_filter = calibration.vote_filter_from(request.GET)
+        context = self.page_context(
+            request,
+            title=gettext("Recent calls nobody judged yet"),
+            tool=vote_filter.tool,
+            invocations=calibration.unjudged_invocations(tool=vote_filter.tool),
+        )
+        return TemplateResponse(request, "admin/observability/calibration_unjudged.html", context)
 
     def revert_view(self, request):
         if not self.has_apply_permission(request):

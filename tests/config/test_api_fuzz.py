@@ -56,8 +56,11 @@ def test_no_operation_answers_a_5xx_to_generated_input(agent_token, settings):
 def _fuzz(application, agent_token: str, examples: int = FUZZ_EXAMPLES) -> None:
     schema = schemathesis.openapi.from_wsgi("/api/schema/", application)
     headers = {"Authorization": f"Token {agent_token}"}
+    # Dify sends its API key as a Bearer token: with the REST scheme every case would stop at 403.
+    dify_headers = {"Authorization": f"Bearer {agent_token}"}
     server_errors: list[str] = []
     statuses: Counter[int] = Counter()
+    dify_statuses: Counter[int] = Counter()
     operations = []
     nothing_to_break: list[str] = []
     for result, mode in itertools.product(list(schema.get_all_operations()), list(GenerationMode)):
@@ -75,8 +78,11 @@ def _fuzz(application, agent_token: str, examples: int = FUZZ_EXAMPLES) -> None:
             suppress_health_check=list(HealthCheck),
         )
         def fuzz(case):
-            response = case.call(headers=headers)
+            is_dify = case.operation.label == "POST /api/dify/retrieval"
+            response = case.call(headers=dify_headers if is_dify else headers)
             statuses[response.status_code] += 1
+            if is_dify:
+                dify_statuses[response.status_code] += 1
             if response.status_code >= 500:
                 server_errors.append(
                     f"{case.method} {case.formatted_path} {case.body!r:.300} -> {response.status_code}"
@@ -93,3 +99,7 @@ def _fuzz(application, agent_token: str, examples: int = FUZZ_EXAMPLES) -> None:
     assert "negative POST /api/tools/lookup_knowledge" not in nothing_to_break
     # The fuzzer got through authentication and was both accepted and refused.
     assert statuses[200] and statuses[400], statuses
+    # Dify's endpoint included: past its Bearer check (negative cases also mangle the header),
+    # most bodies refused with 400 (error 3001).
+    assert "POST /api/dify/retrieval" in operations
+    assert dify_statuses[400] > dify_statuses[403], dify_statuses

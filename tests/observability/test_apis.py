@@ -11,31 +11,35 @@ URL = "/api/tools/lookup_knowledge/feedback"
 
 
 @pytest.fixture
-def agent(db, django_user_model):
-    user = django_user_model.objects.create_user("feedback-agent")
+def agent_user(db, django_user_model):
+    return django_user_model.objects.create_user("feedback-agent")
+
+
+@pytest.fixture
+def agent(agent_user):
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=agent_user).key}")
     return client
 
 
 @pytest.fixture
-def invocation(db):
-    return ToolInvocationFactory(relevance_level="REFERENCE", similarity=0.58)
+def invocation(agent_user):
+    # The agent's own call: agents judge only those, by the opaque id they were given.
+    return ToolInvocationFactory(relevance_level="REFERENCE", similarity=0.58, agent=agent_user)
 
 
 def test_agent_feedback_is_recorded_and_replaced_on_a_second_judgement(agent, invocation):
     first = agent.post(
-        URL, {"invocation_id": invocation.pk, "helpful": False, "comment": "太泛了"}, format="json"
+        URL, {"invocation_id": invocation.public_id, "helpful": False, "comment": "太泛了"}, format="json"
     )
     assert first.status_code == 201
     assert first.json() == {
-        "id": first.json()["id"],
-        "invocation_id": invocation.pk,
+        "invocation_id": invocation.public_id,
         "helpful": False,
         "comment": "太泛了",
         "replaced": False,
     }
-    second = agent.post(URL, {"invocation_id": invocation.pk, "helpful": True}, format="json")
+    second = agent.post(URL, {"invocation_id": invocation.public_id, "helpful": True}, format="json")
     assert second.status_code == 200 and second.json()["replaced"] is True
     feedback = InvocationFeedback.objects.get()
     assert (feedback.helpful, feedback.comment, feedback.source) == (True, "", "AGENT")
@@ -44,7 +48,7 @@ def test_agent_feedback_is_recorded_and_replaced_on_a_second_judgement(agent, in
 
 def test_without_a_token_nothing_is_recorded(client, invocation):
     response = client.post(
-        URL, {"invocation_id": invocation.pk, "helpful": True}, content_type="application/json"
+        URL, {"invocation_id": invocation.public_id, "helpful": True}, content_type="application/json"
     )
     assert response.status_code == 401
     assert not InvocationFeedback.objects.exists()
@@ -55,10 +59,11 @@ def test_without_a_token_nothing_is_recorded(client, invocation):
     [
         ({"helpful": True}, "invocation_id"),
         ({"invocation_id": "abc", "helpful": True}, "invocation_id"),
-        ({"invocation_id": 1}, "helpful"),
-        ({"invocation_id": 1, "helpful": "yes"}, "helpful"),
-        ({"invocation_id": 1, "helpful": 1}, "helpful"),
-        ({"invocation_id": 1, "helpful": True, "comment": "x" * 2001}, "comment"),
+        ({"invocation_id": "inv_x" * 20, "helpful": True}, "invocation_id"),
+        ({"invocation_id": "inv_x"}, "helpful"),
+        ({"invocation_id": "inv_x", "helpful": "yes"}, "helpful"),
+        ({"invocation_id": "inv_x", "helpful": 1}, "helpful"),
+        ({"invocation_id": "inv_x", "helpful": True, "comment": "x" * 2001}, "comment"),
     ],
 )
 def test_bad_input_names_the_field(agent, invocation, body, field):
@@ -70,11 +75,11 @@ def test_bad_input_names_the_field(agent, invocation, body, field):
 
 
 def test_unknown_invocation_names_the_field(agent, invocation):
-    response = agent.post(URL, {"invocation_id": invocation.pk + 1000, "helpful": True}, format="json")
+    response = agent.post(URL, {"invocation_id": "inv_nosuchinvocation", "helpful": True}, format="json")
     assert response.status_code == 400
     assert (
         response.json()["error"]["message"]
-        == f"invocation_id: no tool invocation with id {invocation.pk + 1000}"
+        == "invocation_id: no tool invocation of yours with id 'inv_nosuchinvocation'"
     )
 
 

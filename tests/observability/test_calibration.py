@@ -10,11 +10,18 @@ from observability.models import InvocationFeedback, ThresholdCalibration
 from tests.observability.factories import ToolInvocationFactory
 
 
+def _voter(i: int):
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.get_or_create(username=f"voter-{i % 2}")[0]
+
+
 def judge(similarity: float, helpful: bool, n: int = 1, user=None) -> None:
-    for _ in range(n):
+    # Votes of two agents by default: one agent's votes alone give no suggestion.
+    for i in range(n):
         InvocationFeedback.objects.create(
             invocation=ToolInvocationFactory(similarity=similarity),
-            user=user,
+            user=user or _voter(i),
             source=InvocationFeedback.Source.AGENT,
             helpful=helpful,
         )

@@ -31,7 +31,7 @@ def test_a_lookup_answers_in_camel_case_with_the_invocation_header(agent_client,
     assert body["completenessHint"] == "当前结果已高度相关，继续检索不太可能找到更精准的文档"
     assert body["retrievedDomainsThisSession"] == ["infrastructure"]
     assert set(body["primary"]) == {"title", "domain", "docKey", "headingPath", "content"}
-    invocation = ToolInvocation.objects.get(pk=int(response["X-Invocation-Id"]))
+    invocation = ToolInvocation.objects.get(public_id=response["X-Invocation-Id"])
     assert invocation.relevance_level == "HIGHLY_RELEVANT"
     assert invocation.request["agent"].startswith("agent-")
     text = response.content.decode()
@@ -41,7 +41,7 @@ def test_a_lookup_answers_in_camel_case_with_the_invocation_header(agent_client,
 def test_top_k_is_optional_and_bounded(agent_client, seeded_corpus, session_id):
     response = _post(agent_client, {"query": "ERR_TIMEOUT", "session_id": session_id, "top_k": 3})
     assert response.status_code == 200
-    record = ToolInvocation.objects.get(pk=int(response["X-Invocation-Id"]))
+    record = ToolInvocation.objects.get(public_id=response["X-Invocation-Id"])
     assert record.retrieval_details["top_k"] == 3 and len(record.retrieval_details["l1_candidates"]) <= 3
 
 
@@ -72,7 +72,7 @@ def test_bad_input_is_a_400_naming_the_field_and_is_recorded(agent_client, body,
     assert error["code"] == "invalid"
     assert error["message"].startswith(f"{field}:")
     assert field in error["details"]
-    record = ToolInvocation.objects.get(pk=int(response["X-Invocation-Id"]))
+    record = ToolInvocation.objects.get(public_id=response["X-Invocation-Id"])
     assert record.status == "ERROR" and field in record.error
 
 

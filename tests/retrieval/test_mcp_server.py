@@ -121,7 +121,7 @@ def test_over_http_a_session_lists_tools_and_its_second_lookup_withholds_the_fir
 
     # Both calls are recorded like REST lookups, under the token's agent and the MCP source.
     invocations = list(ToolInvocation.objects.filter(session_id=first["sessionId"]).order_by("id"))
-    assert [i.pk for i in invocations] == [first["invocationId"], second["invocationId"]]
+    assert [i.public_id for i in invocations] == [first["invocationId"], second["invocationId"]]
     assert all(
         i.request["source"] == "mcp" and i.request["agent"] == token.user.username for i in invocations
     )

@@ -1,6 +1,11 @@
 """GET /healthz: the state of the database, the vector store and the Celery broker.
 
-200 when all answer; 503 with ``down`` naming each part that does not.
+200 when all answer; 503 with ``down`` naming each part that does not. Anyone (a load balancer,
+a probe) gets only up/down per part; the details (backends, URIs, errors, timings) go only to
+staff signed in to the admin or to a caller with a valid tool token (``Authorization: Token``),
+so an anonymous request learns nothing about where the services run.
+
+It lives in ``config``: it checks the whole service, not one app.
 """
 
 from __future__ import annotations
@@ -56,10 +61,24 @@ def run_checks() -> dict[str, dict]:
     return results
 
 
+def _may_see_details(request: HttpRequest) -> bool:
+    user = getattr(request, "user", None)
+    if user is not None and user.is_active and user.is_staff:
+        return True
+    scheme, _, key = request.META.get("HTTP_AUTHORIZATION", "").strip().partition(" ")
+    if scheme.lower() not in ("token", "bearer") or not key.strip():
+        return False
+    from rest_framework.authtoken.models import Token
+
+    return Token.objects.filter(key=key.strip(), user__is_active=True).exists()
+
+
 @never_cache
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
     checks = run_checks()
     down = [name for name, result in checks.items() if not result["ok"]]
+    if not _may_see_details(request):
+        checks = {name: {"ok": result["ok"]} for name, result in checks.items()}
     body = {"status": "ok" if not down else "unavailable", "down": down, "checks": checks}
     return JsonResponse(body, status=200 if not down else 503)

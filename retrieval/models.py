@@ -1,0 +1,39 @@
+"""Agents: the Django user a tool token belongs to, and what staff decide about it."""
+
+from django.conf import settings
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+
+class AgentProfile(models.Model):
+    """Per-agent settings staff edit in the admin. An agent without a profile sees every domain
+    and speaks the global language (``retrieval.agents.agent_for_user``)."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        related_name="agent_profile",
+        on_delete=models.CASCADE,
+        verbose_name=_("agent"),
+    )
+    # Empty = every domain. Lookups, the knowledge map, the planner prompt, MCP and Dify see only
+    # these domains (retrieval.scopes).
+    allowed_domains = models.ManyToManyField(
+        "knowledge.KnowledgeDomain",
+        blank=True,
+        verbose_name=_("allowed domains"),
+        help_text=_("Leave empty to let the agent see every domain."),
+    )
+    language = models.CharField(
+        _("language"),
+        max_length=8,
+        blank=True,
+        choices=[("", _("default")), ("zh", "中文"), ("en", "English")],
+        help_text=_("The language of the messages this agent receives; default: the global setting."),
+    )
+
+    class Meta:
+        verbose_name = _("agent profile")
+        verbose_name_plural = _("agent profiles")
+
+    def __str__(self) -> str:
+        return self.user.get_username()

@@ -1,0 +1,49 @@
+"""Domain scopes: what an agent limited to some domains may see (``AgentProfile.allowed_domains``).
+
+``domains`` is always a frozenset of domain ids, or None for "every domain". A scoped agent's
+lookups, knowledge map, planner prompt, MCP tools and Dify searches see only documents of its
+domains; nothing it receives names another domain (withheld documents and "already retrieved"
+domains included), even a domain it retrieved before its scope was narrowed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from retrieval.tracker import SessionRetrievals
+
+
+def domain_allowed(domain: str, domains: frozenset[str] | None) -> bool:
+    return domains is None or domain in domains
+
+
+def domains_scoped(names: Iterable[str], domains: frozenset[str] | None) -> list[str]:
+    """``names`` (in order) without those outside the scope."""
+    return [name for name in names if domain_allowed(name, domains)]
+
+
+def memory_scoped(memory: SessionRetrievals, domains: frozenset[str] | None) -> SessionRetrievals:
+    """A session's action memory as a scoped agent may see it."""
+    if domains is None:
+        return memory
+    return SessionRetrievals({d: docs for d, docs in memory.domains.items() if d in domains})
+
+
+def knowledge_map_scoped(knowledge_map: dict, domains: frozenset[str] | None) -> dict:
+    """The knowledge map (``knowledge.selectors.knowledge_map_build``) with only the scope's domains."""
+    if domains is None:
+        return knowledge_map
+    return {
+        **knowledge_map,
+        "available_knowledge_domains": [
+            d for d in knowledge_map["available_knowledge_domains"] if d["domain_id"] in domains
+        ],
+    }
+
+
+def agent_knowledge_map(user) -> dict:
+    """The knowledge map as the agent ``user`` may see it."""
+    from knowledge.selectors import knowledge_map_build
+    from retrieval.agents import agent_domains
+
+    return knowledge_map_scoped(knowledge_map_build(), agent_domains(user.pk))
