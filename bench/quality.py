@@ -138,7 +138,7 @@ def cmrc_dataset(path: Path, *, seed: int, holdout: float) -> Dataset:
     order = sorted(p[0] for p in paragraphs)
     random.Random(seed).shuffle(order)
     held_out = set(order[: round(len(order) * holdout)])
-    documents, questions = [], []
+    documents, questions, blank = [], [], 0
     for pid, title, context, qas in paragraphs:
         doc_key = f"{CMRC_DOMAIN}/{pid}.md"
         if pid not in held_out:
@@ -150,6 +150,9 @@ def cmrc_dataset(path: Path, *, seed: int, holdout: float) -> Dataset:
             )
             documents.append(Document(doc_key, title, context, data))
         for qa in qas:
+            if not qa["question"].strip():  # the trial split has two empty questions
+                blank += 1
+                continue
             questions.append(
                 Question(
                     qid=qa["id"],
@@ -165,6 +168,7 @@ def cmrc_dataset(path: Path, *, seed: int, holdout: float) -> Dataset:
         notes=[
             f"{Path(path).name}: {len(paragraphs)} paragraphs, {len(held_out)} held out "
             f"(seed {seed}), {len(questions)} questions (CC BY-SA 4.0)"
+            + (f"; {blank} empty questions skipped" if blank else "")
         ],
     )
 
