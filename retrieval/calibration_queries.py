@@ -15,6 +15,8 @@ The rule, with cut-offs on a 0.01 grid (a cut ``c`` means "similarity >= c"):
 
 - HIGHLY_RELEVANT: the lowest cut ``h`` at which the answers from ``h`` up are right at least
   ``target_highly_relevant`` of the time (0.95 by default), with at least ``min_answers`` of them;
+  with no such cut the model cannot tell a HIGHLY_RELEVANT answer on these questions and ``h`` is
+  put out of reach (1.0);
 - REFERENCE: the lowest cut ``r <= h`` at which the answers in ``[r, h)`` are right at least
   ``target_reference`` of the time (0.80 by default); with none, ``r = h`` (no REFERENCE band).
 
@@ -320,12 +322,15 @@ def thresholds_suggest(
         if n >= min_answers and right / n >= target_highly_relevant:
             highly_relevant = cut
             break
+    hr_note = ""
     if highly_relevant is None:
-        suggestion.reason = (
-            f"no cut-off keeps at least {min_answers} answers right {target_highly_relevant:.0%} of the time "
-            "for HIGHLY_RELEVANT"
+        # The model cannot tell a HIGHLY_RELEVANT answer on these questions: the level goes out of
+        # reach (a similarity of 1.0) and REFERENCE alone is calibrated.
+        highly_relevant = 1.0
+        hr_note = (
+            f"no cut-off keeps at least {min_answers} answers right {target_highly_relevant:.0%} of the time, "
+            "so HIGHLY_RELEVANT is put out of reach (1.00); "
         )
-        return suggestion
     reference = highly_relevant
     for cut in cuts:
         if cut >= highly_relevant:
@@ -338,8 +343,11 @@ def thresholds_suggest(
     suggestion.highly_relevant = round(highly_relevant, 2)
     suggestion.reference = round(reference, 2)
     suggestion.reason = (
-        f"HIGHLY_RELEVANT: lowest cut-off with >= {target_highly_relevant:.0%} right from it up; "
-        f"REFERENCE: lowest cut-off below it with >= {target_reference:.0%} right between the two"
+        (
+            hr_note
+            or f"HIGHLY_RELEVANT: lowest cut-off with >= {target_highly_relevant:.0%} right from it up; "
+        )
+        + f"REFERENCE: lowest cut-off below it with >= {target_reference:.0%} right between the two"
         + (" (none: no REFERENCE band)" if reference == highly_relevant else "")
     )
     suggestion.outcome = levels_outcome(scored, highly_relevant=highly_relevant, reference=reference)

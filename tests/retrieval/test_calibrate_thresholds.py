@@ -51,10 +51,14 @@ def test_no_reference_band_when_nothing_under_highly_relevant_is_precise_enough(
     assert (suggestion.highly_relevant, suggestion.reference) == (0.51, 0.51)
 
 
-def test_highly_relevant_needs_enough_answers():
+def test_highly_relevant_needs_enough_answers_else_it_goes_out_of_reach():
     observations = obs(0.9, True, n=3) + obs(0.5, False)
-    assert thresholds_suggest(observations, min_answers=5).ok is False
     assert thresholds_suggest(observations, min_answers=3).highly_relevant == 0.51
+    suggestion = thresholds_suggest(observations, min_answers=5)
+    # Too few answers to trust HIGHLY_RELEVANT: it is put out of reach, REFERENCE still calibrated.
+    assert (suggestion.ok, suggestion.highly_relevant, suggestion.reference) == (True, 1.0, 0.51)
+    assert "out of reach" in suggestion.reason
+    assert suggestion.outcome["REFERENCE"] == {"answers": 3, "right": 3, "precision": 1.0}
 
 
 def test_nothing_to_suggest_without_wrong_answers():
