@@ -171,3 +171,15 @@ def test_holdout_share(tmp_path, holdout):
     path = tmp_path / "s.json"
     path.write_text(json.dumps(data))
     assert len(cmrc_dataset(path, seed=1, holdout=holdout).documents) == 8 - round(8 * holdout)
+
+
+def test_right_by_kind_counts_not_found_as_right_for_questions_expecting_nothing():
+    answers = [
+        Answer("1", "q", "a", "a", None, ["a"], 1.0, kind="paraphrase"),
+        Answer("2", "q", "b", None, None, [], 1.0, kind="paraphrase"),
+        Answer("3", "q", None, None, None, [], 1.0, kind="unrelated"),
+    ]
+    assert quality_metrics(answers)["by_kind"] == {
+        "paraphrase": {"questions": 2, "right": 0.5},
+        "unrelated": {"questions": 1, "right": 1.0},
+    }
