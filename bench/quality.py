@@ -493,6 +493,10 @@ def run_dataset(name: str, args: argparse.Namespace) -> dict:
     from django.core.management import call_command
     from django.test import override_settings
 
+    # Noise on stderr, not failures: embedded milvus-lite answers an RPC pymilvus 3 sends on every
+    # write with "not implemented" (logged as an error), and jieba logs its dictionary loading.
+    logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
+    logging.getLogger("jieba").setLevel(logging.WARNING)
     call_command("migrate", verbosity=0)
     dataset = (
         cmrc_dataset(Path(args.cmrc), seed=args.seed, holdout=args.holdout)
