@@ -163,7 +163,7 @@ def test_apply_needs_a_staff_user(labelled):
     assert ThresholdCalibration.objects.count() == 0
 
 
-def test_apply_without_a_suggestion_changes_nothing(corpus, tmp_path):
+def test_apply_without_a_suggestion_changes_nothing(db, corpus, tmp_path):
     get_user_model().objects.create_superuser("boss", password="x")
     key, (title, text) = next(iter(DOCS.items()))
     corpus.add(key, title=title, domain="ops", chunks=[text])
@@ -203,6 +203,14 @@ def test_bad_files_are_refused_naming_the_line_and_field(db, tmp_path, lines, me
     with pytest.raises(CommandError, match=message):
         _run("--queries", str(path), "--apply")
     assert ThresholdCalibration.objects.count() == 0
+
+
+def test_an_expected_document_that_is_not_indexed_is_refused(db, corpus, tmp_path):
+    corpus.add("ops/pending.md", title="Pending", domain="ops", chunks=["not yet indexed"], status="PENDING")
+    path = tmp_path / "q.jsonl"
+    path.write_text('{"query": "pending", "expected": "ops/pending.md"}\n', encoding="utf-8")
+    with pytest.raises(CommandError, match=r"line 1: expected: 'ops/pending.md' is PENDING, not INDEXED"):
+        _run("--queries", str(path))
 
 
 def test_a_missing_file_is_named(db, tmp_path):

@@ -139,6 +139,7 @@ class Command(BaseCommand):
             return
         self._outcome("suggested", suggestion.highly_relevant, suggestion.reference, suggestion.outcome)
         self.stdout.write(f"  rule: {suggestion.reason}")
+        self._wrong_returned(observations, suggestion.reference)
         if not apply:
             self.stdout.write("\n(not applied: run again with --apply to make this pair the one in force)")
             return
@@ -161,6 +162,21 @@ class Command(BaseCommand):
             f"{_share(ref['precision'])}; right answers kept {_share(outcome['right_kept'])}, "
             f"wrong ones returned {outcome['wrong_returned']}"
         )
+
+    def _wrong_returned(self, observations, reference: float, limit: int = 10) -> None:
+        """The wrong answers the suggested pair would still return, most similar first."""
+        wrong = sorted(
+            (o for o in observations if o.similarity is not None and not o.precise and not o.right),
+            key=lambda o: -o.similarity,
+        )
+        wrong = [o for o in wrong if o.similarity >= reference - 1e-9]
+        if not wrong:
+            return
+        self.stdout.write(f"  wrong answers it would still return ({len(wrong)}, at most {limit} shown):")
+        for o in wrong[:limit]:
+            self.stdout.write(
+                f"    {o.similarity:.3f}  {o.query[:60]!r} -> {o.answer} (expected {o.expected or 'nothing'})"
+            )
 
     def _user(self, username: str | None):
         users = get_user_model().objects.filter(is_active=True)
