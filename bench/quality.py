@@ -270,6 +270,10 @@ def quality_metrics(answers: Iterable[Answer]) -> dict:
         "found": _share(sum(1 for a in answerable if a.primary is not None), len(answerable)),
         "not_found": _share(sum(1 for a in unanswerable if a.primary is None), len(unanswerable)),
         "answer_precision": _share(sum(1 for a in found if a.primary == a.expected), len(found)),
+        # answerable questions whose document the system ranked first yet did not return
+        "withheld_first": _share(
+            sum(1 for a in answerable if a.primary is None and a.ranked[:1] == [a.expected]), len(answerable)
+        ),
         "levels": levels,
         "p50_ms": None if not ms else round(percentile(ms, 50), 1),
         "p95_ms": None if not ms else round(percentile(ms, 95), 1),
@@ -610,6 +614,12 @@ def report_text(results: list[dict]) -> str:
                 f"{_cell(m['found'])}{_cell(m['not_found'], 10)}"
                 f"{level('PRECISE')}{level('HIGHLY_RELEVANT')}{level('REFERENCE')}"
                 f"{_cell(m['p50_ms'], 9, 1)}{_cell(m['p95_ms'], 9, 1)}"
+            )
+        for system, run in r["systems"].items():
+            m = run["metrics"]
+            lines.append(
+                f"   {system:<9}answers right (any level) {_cell(m['answer_precision'], 0)}; answerable "
+                f"questions whose document was ranked first but not returned {_cell(m['withheld_first'], 0)}"
             )
         if r["dataset"] == "demo":
             for system, run in r["systems"].items():

@@ -48,6 +48,14 @@ def test_metrics_count_not_found_as_a_miss_and_unanswerable_answers_against_thei
     assert m["levels"]["HIGHLY_RELEVANT"] == {"answers": 3, "right": 1, "precision": round(1 / 3, 4)}
     assert m["levels"]["REFERENCE"] == {"answers": 1, "right": 1, "precision": 1.0}
     assert m["answer_precision"] == round(3 / 5, 4)  # answered: a, b, e, f, g; right: a, f, g
+    assert m["withheld_first"] == 0.0  # c was ranked fifth, d not at all
+
+
+def test_withheld_first_counts_right_documents_ranked_first_and_not_returned():
+    m = quality_metrics(
+        [answer("a", None, ranked=["a", "b"]), answer("b", None, ranked=["x", "b"]), answer("c", "c")]
+    )
+    assert m["withheld_first"] == round(1 / 3, 4)
 
 
 def test_answer_precision_is_the_share_of_answers_with_the_right_primary():
