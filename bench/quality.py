@@ -582,7 +582,7 @@ def _cell(value, width: int = 9, digits: int = 3) -> str:
     return f"{value!s:>{width}}"
 
 
-def report_text(results: list[dict]) -> str:
+def report_text(results: list[dict], *, failures: int = 0) -> str:
     lines = []
     for r in results:
         lines.append("")
@@ -628,6 +628,15 @@ def report_text(results: list[dict]) -> str:
                     for kind, cell in run["metrics"]["by_kind"].items()
                 )
                 lines.append(f"   {system:<9}right by kind: {kinds}")
+        for system, run in r["systems"].items():
+            wrong = [a for a in run["answers"] if a["primary"] != a["expected"]][:failures]
+            for a in wrong:
+                similarity = "-" if a["similarity"] is None else f"{a['similarity']:.3f}"
+                lines.append(
+                    f"   {system:<9}failed: {a['query'][:50]!r} expected {a['expected'] or 'nothing'}, got "
+                    f"{a['primary'] or 'not found'} ({a['level'] or '-'}, similarity {similarity}, "
+                    f"ranked {a['ranked'][:3]})"
+                )
         any_m = next(iter(r["systems"].values()), {}).get("metrics", {})
         lines.append(
             f"   {any_m.get('answerable', 0)} answerable, {any_m.get('unanswerable', 0)} unanswerable questions; "
@@ -672,6 +681,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--write-corpus", metavar="DIR", help="write the data sets' documents as files, then stop"
     )
+    parser.add_argument(
+        "--failures",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also list each system's first N failed questions",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temporary folders")
     parser.add_argument("--one-dataset", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -710,7 +726,7 @@ def main(argv: list[str] | None = None) -> None:
         result = json.loads(lines[-1][len("RESULT ") :])
         result["wall_seconds"] = round(time.perf_counter() - started, 1)
         results.append(result)
-    print(report_text(results))
+    print(report_text(results, failures=args.failures))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(results, ensure_ascii=False, indent=1), encoding="utf-8")
