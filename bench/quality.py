@@ -483,9 +483,20 @@ def _ingest(dataset: Dataset) -> dict:
     }
 
 
+def _l1_caches_clear() -> None:
+    """No cached L1 result may cross from one system to the next (the caches are off anyway)."""
+    from retrieval import vector_search
+
+    clear = getattr(vector_search, "l1_caches_clear", None)
+    if clear is not None:
+        clear()
+
+
 def run_dataset(name: str, args: argparse.Namespace) -> dict:
     folder = Path(tempfile.mkdtemp(prefix=f"agentkb-quality-{name}-"))
-    if not args.keep:
+    if args.keep:
+        print(f"  keeping {folder}", file=sys.stderr)
+    else:
         # Registered before embedded milvus-lite starts, so it runs after milvus-lite's own exit
         # handler has written its files (exit handlers run last-registered first).
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
@@ -547,17 +558,14 @@ def run_dataset(name: str, args: argparse.Namespace) -> dict:
                     "dense-only, so 'agentkb' is the dense-only figure"
                 )
             else:
-                from retrieval import vector_search
-
                 with override_settings(RETRIEVAL_L1_MODE="dense"):
-                    vector_search.l1_caches_clear()
+                    _l1_caches_clear()
                     runs[system] = run_system(f"{name}: dense", lookup_in_process, questions)
-                vector_search.l1_caches_clear()
+                _l1_caches_clear()
         elif system == "bm25":
             baseline = Bm25Baseline(dataset.documents)
             runs[system] = run_system(f"{name}: bm25", baseline.ask, questions)
-        else:
-            raise SystemExit(f"--systems: unknown system '{system}' (one of {', '.join(SYSTEMS)})")
+
     for system, answers in runs.items():
         result["systems"][system] = {
             "metrics": quality_metrics(answers),
@@ -693,6 +701,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.url and not args.token:
         parser.error("--url needs --token")
+    unknown = [s for s in args.systems.split(",") if s.strip() and s.strip() not in SYSTEMS]
+    if unknown:
+        parser.error(f"--systems: unknown {', '.join(unknown)} (choose from {', '.join(SYSTEMS)})")
     names = list(DATASETS) if args.dataset == "all" else [args.dataset]
     if "cmrc" in names and not Path(args.cmrc).exists():
         parser.error(f"--cmrc: {args.cmrc} does not exist")
