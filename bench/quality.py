@@ -666,6 +666,22 @@ def write_corpus(name: str, args: argparse.Namespace, folder: Path) -> None:
     print(f"wrote {len(dataset.documents)} {name} documents under {folder}", file=sys.stderr)
 
 
+def write_questions(names: list[str], args: argparse.Namespace, path: Path) -> None:
+    """The (subset of the) questions as ``manage.py calibrate_thresholds --queries`` reads them."""
+    rows = []
+    for name in names:
+        dataset = (
+            cmrc_dataset(Path(args.cmrc), seed=args.seed, holdout=args.holdout)
+            if name == "cmrc"
+            else demo_dataset()
+        )
+        for q in subset_questions(dataset.questions, args.subset, seed=args.seed):
+            rows.append({"id": q.qid, "query": q.query, "expected": q.expected, "kind": q.kind})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    print(f"wrote {len(rows)} questions to {path}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -690,6 +706,11 @@ def main(argv: list[str] | None = None) -> None:
         "--write-corpus", metavar="DIR", help="write the data sets' documents as files, then stop"
     )
     parser.add_argument(
+        "--write-questions",
+        metavar="FILE",
+        help="write the (--subset of the) questions as JSON lines for manage.py calibrate_thresholds, then stop",
+    )
+    parser.add_argument(
         "--failures",
         type=int,
         default=0,
@@ -708,13 +729,16 @@ def main(argv: list[str] | None = None) -> None:
     if "cmrc" in names and not Path(args.cmrc).exists():
         parser.error(f"--cmrc: {args.cmrc} does not exist")
 
-    if args.write_corpus:
+    if args.write_corpus or args.write_questions:
         _prepare_environment(Path(tempfile.mkdtemp(prefix="agentkb-quality-corpus-")))
         import django
 
         django.setup()
         for name in names:
-            write_corpus(name, args, Path(args.write_corpus))
+            if args.write_corpus:
+                write_corpus(name, args, Path(args.write_corpus))
+        if args.write_questions:
+            write_questions(names, args, Path(args.write_questions))
         return
     if args.one_dataset:
         print("RESULT " + json.dumps(run_dataset(args.one_dataset, args), ensure_ascii=False), flush=True)
