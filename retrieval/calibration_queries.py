@@ -11,23 +11,28 @@ FS-1 similarity the levels are decided on). An answer is *right* when that docum
 expected one; a question expecting nothing has no right answer. PRECISE answers (the unique
 keyword match) do not depend on the similarity thresholds and are left out of the evidence.
 
-The rule, with cut-offs on a 0.01 grid (a cut ``c`` means "similarity >= c"):
+The rule: every pair of cut-offs on a 0.01 grid (``reference <= highly_relevant``) is tried
+through the lookup's own level decision (``retrieval.normalisation.l1_level_decide``: the
+similarity's FS-2 level, moved by lexical evidence where the lookup has it), and the suggestion is
+the pair that returns the most right answers while
 
-- HIGHLY_RELEVANT: the lowest cut ``h`` at which the answers from ``h`` up are right at least
-  ``target_highly_relevant`` of the time (0.95 by default), with at least ``min_answers`` of them;
-  with no such cut the model cannot tell a HIGHLY_RELEVANT answer on these questions and ``h`` is
-  put out of reach (1.0);
-- REFERENCE: the lowest cut ``r <= h`` at which the answers in ``[r, h)`` are right at least
-  ``target_reference`` of the time (0.80 by default); with none, ``r = h`` (no REFERENCE band).
+- HIGHLY_RELEVANT answers are right at least ``target_highly_relevant`` of the time (0.95 by
+  default), on at least ``min_answers`` of them; when no pair gets there the model cannot tell a
+  HIGHLY_RELEVANT answer on these questions and the level is put out of reach (1.0);
+- REFERENCE answers are right at least ``target_reference`` of the time (0.80 by default).
 
-"Lowest" keeps the most right answers a level can hold at its precision. A suggestion needs wrong
-answers to learn from (questions expecting nothing, or answered with the wrong document): with
-none there is nothing to separate and nothing is suggested.
+Among pairs returning as many right answers, the one with more of them at HIGHLY_RELEVANT (the
+level that tells the agent to stop), then the one returning fewer wrong answers; pairs that still
+tie differ only in where the cut-offs fall between the same answers, and the middle one is taken
+(as far as the grid allows from the answers on either side).
+A suggestion needs wrong answers to learn from (questions expecting nothing, or answered with the
+wrong document): with none there is nothing to separate and nothing is suggested.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -66,6 +71,8 @@ class Observation:
     similarity: float | None
     level: str | None  # the level the lookup gave with the thresholds in force
     found: bool
+    #: lexical evidence on the answer (the share of the query's key terms it holds), if recorded
+    coverage: float | None = None
 
     @property
     def right(self) -> bool:
@@ -163,6 +170,13 @@ def _similarity_of(details: dict, doc_key: str | None) -> float | None:
     return best
 
 
+def _coverage_of(details: dict, doc_key: str | None) -> float | None:
+    for candidate in details.get("l1_candidates") or []:
+        if candidate.get("doc_key") == doc_key and candidate.get("coverage") is not None:
+            return float(candidate["coverage"])
+    return None
+
+
 def queries_observe(
     queries: list[LabelledQuery], *, progress: Callable[[int, int], None] | None = None
 ) -> list[Observation]:
@@ -181,6 +195,7 @@ def queries_observe(
                 expected=q.expected,
                 answer=answer,
                 similarity=_similarity_of(outcome.details, answer),
+                coverage=_coverage_of(outcome.details, answer),
                 level=outcome.body.get("relevanceLevel"),
                 found=bool(outcome.body.get("found")),
             )
@@ -230,14 +245,6 @@ def _band_index(similarity: float, width: float, n_bands: int) -> int:
     return min(max(int(similarity / width + 1e-9), 0), n_bands - 1)
 
 
-def _precision(observations: list[Observation], lo: float, hi: float | None) -> tuple[int, int]:
-    """(answers, right ones) with lo <= similarity < hi (hi None: no upper bound)."""
-    inside = [
-        o for o in observations if o.similarity >= lo - 1e-9 and (hi is None or o.similarity < hi - 1e-9)
-    ]
-    return len(inside), sum(o.right for o in inside)
-
-
 @dataclass
 class Suggestion:
     ok: bool
@@ -258,20 +265,63 @@ class Suggestion:
         return asdict(self)
 
 
-def levels_outcome(observations: list[Observation], *, highly_relevant: float, reference: float) -> dict:
+LevelFunction = Callable[[float, float | None, float, float], str | None]
+
+
+def lookup_level_function() -> LevelFunction:
+    """The level L1 gives a document at a threshold pair, as the lookup decides it:
+    ``retrieval.normalisation.l1_level_decide`` (the similarity's FS-2 level, moved by lexical
+    evidence) where the code has it, else FS-2 on the similarity alone."""
+    from retrieval import normalisation
+    from retrieval.thresholds import Thresholds
+
+    decide = getattr(normalisation, "l1_level_decide", None)
+
+    def level(similarity: float, coverage: float | None, highly_relevant: float, reference: float):
+        if decide is None:
+            return similarity_level(similarity, coverage, highly_relevant, reference)
+        thresholds = Thresholds(max_l2_distance=2.0, highly_relevant=highly_relevant, reference=reference)
+        result = decide(similarity=similarity, coverage=coverage, thresholds=thresholds)
+        return None if result is None else str(result.value if hasattr(result, "value") else result)
+
+    return level
+
+
+def similarity_level(similarity: float, coverage: float | None, highly_relevant: float, reference: float):
+    """FS-2 on the similarity alone (coverage ignored)."""
+    if similarity >= highly_relevant - 1e-9:
+        return "HIGHLY_RELEVANT"
+    if similarity >= reference - 1e-9:
+        return "REFERENCE"
+    return None
+
+
+def levels_outcome(
+    observations: list[Observation],
+    *,
+    highly_relevant: float,
+    reference: float,
+    level: LevelFunction = similarity_level,
+) -> dict:
     """What a threshold pair makes of these questions: per level, answers / right / precision,
-    and the share of right answers it keeps (returned at either level)."""
+    the share of right answers it keeps (returned at either level) and the wrong ones it returns."""
     scored = _scored(observations)
-    hr_n, hr_right = _precision(scored, highly_relevant, None)
-    ref_n, ref_right = (
-        _precision(scored, reference, highly_relevant) if reference < highly_relevant else (0, 0)
-    )
+    counts = {"HIGHLY_RELEVANT": [0, 0], "REFERENCE": [0, 0]}
+    for o in scored:
+        given = level(o.similarity, o.coverage, highly_relevant, reference)
+        if given in counts:
+            counts[given][0] += 1
+            counts[given][1] += o.right
     total_right = sum(o.right for o in scored)
+    kept = sum(right for _, right in counts.values())
+    returned = sum(n for n, _ in counts.values())
     return {
-        "HIGHLY_RELEVANT": {"answers": hr_n, "right": hr_right, "precision": _ratio(hr_right, hr_n)},
-        "REFERENCE": {"answers": ref_n, "right": ref_right, "precision": _ratio(ref_right, ref_n)},
-        "right_kept": _ratio(hr_right + ref_right, total_right),
-        "wrong_returned": (hr_n - hr_right) + (ref_n - ref_right),
+        **{
+            name: {"answers": n, "right": right, "precision": _ratio(right, n)}
+            for name, (n, right) in counts.items()
+        },
+        "right_kept": _ratio(kept, total_right),
+        "wrong_returned": returned - kept,
     }
 
 
@@ -285,8 +335,10 @@ def thresholds_suggest(
     target_highly_relevant: float = DEFAULT_TARGET_HIGHLY_RELEVANT,
     target_reference: float = DEFAULT_TARGET_REFERENCE,
     min_answers: int = DEFAULT_MIN_ANSWERS,
+    level: LevelFunction = similarity_level,
 ) -> Suggestion:
-    """The suggested pair by the rule in the module docstring."""
+    """The suggested pair by the rule in the module docstring, every pair ``reference <=
+    highly_relevant`` on the grid tried through ``level`` (the lookup's own level decision)."""
     scored = _scored(observations)
     precise = [o for o in observations if o.precise]
     suggestion = Suggestion(
@@ -315,42 +367,52 @@ def thresholds_suggest(
             'cannot answer, with "expected": null)'
         )
         return suggestion
-    cuts = [i / GRID for i in range(GRID + 1)]
-    highly_relevant = None
-    for cut in cuts:
-        n, right = _precision(scored, cut, None)
-        if n >= min_answers and right / n >= target_highly_relevant:
-            highly_relevant = cut
-            break
-    hr_note = ""
-    if highly_relevant is None:
-        # The model cannot tell a HIGHLY_RELEVANT answer on these questions: the level goes out of
-        # reach (a similarity of 1.0) and REFERENCE alone is calibrated.
-        highly_relevant = 1.0
-        hr_note = (
-            f"no cut-off keeps at least {min_answers} answers right {target_highly_relevant:.0%} of the time, "
-            "so HIGHLY_RELEVANT is put out of reach (1.00); "
+    feasible: dict[tuple[int, int], tuple[tuple, dict]] = {}  # (h step, r step) -> (key, outcome)
+    for h_step in range(GRID + 1):
+        for r_step in range(h_step + 1):
+            outcome = levels_outcome(
+                scored, highly_relevant=h_step / GRID, reference=r_step / GRID, level=level
+            )
+            hr, ref = outcome["HIGHLY_RELEVANT"], outcome["REFERENCE"]
+            out_of_reach = h_step == GRID
+            if not out_of_reach and (hr["answers"] < min_answers or hr["precision"] < target_highly_relevant):
+                continue
+            if out_of_reach and hr["answers"] and hr["precision"] < target_highly_relevant:
+                continue
+            if ref["answers"] and ref["precision"] < target_reference:
+                continue
+            key = (hr["right"] + ref["right"], 0 if out_of_reach else hr["right"], -outcome["wrong_returned"])
+            feasible[(h_step, r_step)] = (key, outcome)
+    if not feasible:
+        suggestion.reason = (
+            f"no threshold pair keeps HIGHLY_RELEVANT right {target_highly_relevant:.0%} and REFERENCE "
+            f"{target_reference:.0%} of the time on these questions"
         )
-    reference = highly_relevant
-    for cut in cuts:
-        if cut >= highly_relevant:
-            break
-        n, right = _precision(scored, cut, highly_relevant)
-        if n and right / n >= target_reference:
-            reference = cut
-            break
+        return suggestion
+    best_key = max(key for key, _ in feasible.values())
+    tied = [pair for pair, (key, _) in feasible.items() if key == best_key]
+    # Equal pairs differ only in where the cut-offs fall between the same answers: take the middle,
+    # as far as the grid allows from the answers on either side.
+    h_step = statistics.median_low(sorted({h for h, _ in tied}))
+    r_step = statistics.median_low(sorted(r for h, r in tied if h == h_step))
+    highly_relevant, reference = h_step / GRID, r_step / GRID
+    best = (best_key, (highly_relevant, reference), feasible[(h_step, r_step)][1])
+    (highly_relevant, reference), outcome = best[1], best[2]
     suggestion.ok = True
     suggestion.highly_relevant = round(highly_relevant, 2)
     suggestion.reference = round(reference, 2)
+    suggestion.outcome = outcome
     suggestion.reason = (
-        (
-            hr_note
-            or f"HIGHLY_RELEVANT: lowest cut-off with >= {target_highly_relevant:.0%} right from it up; "
+        f"the pair that returns the most right answers (then the most at HIGHLY_RELEVANT, then the fewest "
+        f"wrong ones) with HIGHLY_RELEVANT >= {target_highly_relevant:.0%} right (on at least {min_answers} "
+        f"answers) and REFERENCE >= {target_reference:.0%} right; of equal pairs the middle one"
+        + (
+            f"; no cut-off gives HIGHLY_RELEVANT {min_answers} answers at that precision, so it is put out "
+            "of reach (1.00)"
+            if highly_relevant >= 1.0
+            else ""
         )
-        + f"REFERENCE: lowest cut-off below it with >= {target_reference:.0%} right between the two"
-        + (" (none: no REFERENCE band)" if reference == highly_relevant else "")
     )
-    suggestion.outcome = levels_outcome(scored, highly_relevant=highly_relevant, reference=reference)
     return suggestion
 
 

@@ -2,7 +2,7 @@
 (evidence table, suggestion, --apply as a revertable calibration), and bad files refused."""
 
 import json
-import math
+import re
 from io import StringIO
 
 import numpy as np
@@ -27,17 +27,19 @@ def test_the_lowest_cut_offs_that_hold_each_levels_precision():
     observations = (
         obs(0.92, True, n=10)
         + obs(0.81, True, n=9)
-        + obs(0.78, False)  # from 0.71 up: 19 of 20 = 0.95
+        + obs(0.78, False)  # HIGHLY_RELEVANT from 0.71 to 0.78: 19 of 20 = 0.95
         + obs(0.70, True, n=4)
-        + obs(0.70, False)  # from 0.70 up: 23 of 25 = 0.92, short of 0.95: HIGHLY_RELEVANT 0.71
-        + obs(0.66, False)  # [0.67, 0.71): 4 of 5 = 0.80; [0.66, 0.71): 4 of 6: REFERENCE 0.67
+        + obs(0.70, False)  # from 0.70 up: 23 of 25 = 0.92, short of 0.95
+        + obs(0.66, False)  # REFERENCE from 0.67 to 0.70: 4 of 5 = 0.80; from 0.66: 4 of 6
         + obs(0.60, False, n=2)
         + obs(0.30, False, n=3, expected=None)  # unanswerable questions
         + obs(0.99, True, n=5, level="PRECISE")  # keyword answers: not the thresholds' business
     )
     suggestion = thresholds_suggest(observations, target_highly_relevant=0.95, target_reference=0.80)
     assert suggestion.ok, suggestion.reason
-    assert (suggestion.highly_relevant, suggestion.reference) == (0.71, 0.67)
+    # Every right answer kept, 2 wrong ones: HIGHLY_RELEVANT anywhere in 0.71-0.78 and REFERENCE in
+    # 0.67-0.70 do that; the middle of each is taken.
+    assert (suggestion.highly_relevant, suggestion.reference) == (0.74, 0.68)
     assert (suggestion.scored, suggestion.precise, suggestion.right, suggestion.wrong) == (31, 5, 23, 8)
     hr, ref = suggestion.outcome["HIGHLY_RELEVANT"], suggestion.outcome["REFERENCE"]
     assert (hr["answers"], hr["right"], ref["answers"], ref["right"]) == (20, 19, 5, 4)
@@ -47,18 +49,52 @@ def test_the_lowest_cut_offs_that_hold_each_levels_precision():
 def test_no_reference_band_when_nothing_under_highly_relevant_is_precise_enough():
     observations = obs(0.9, True, n=6) + obs(0.5, False, n=3) + obs(0.45, True)
     suggestion = thresholds_suggest(observations, target_highly_relevant=0.95, target_reference=0.8)
-    # From 0.51 up only right answers; below it 1 of 4 is right.
-    assert (suggestion.highly_relevant, suggestion.reference) == (0.51, 0.51)
+    # Above 0.5 only right answers; below, 1 of 4. HIGHLY_RELEVANT in the middle of 0.51-0.90, and
+    # REFERENCE between 0.51 and it holds no answer.
+    assert (suggestion.highly_relevant, suggestion.reference) == (0.70, 0.60)
+    assert suggestion.outcome["REFERENCE"]["answers"] == 0
 
 
 def test_highly_relevant_needs_enough_answers_else_it_goes_out_of_reach():
     observations = obs(0.9, True, n=3) + obs(0.5, False)
-    assert thresholds_suggest(observations, min_answers=3).highly_relevant == 0.51
+    assert thresholds_suggest(observations, min_answers=3).highly_relevant == 0.70
     suggestion = thresholds_suggest(observations, min_answers=5)
     # Too few answers to trust HIGHLY_RELEVANT: it is put out of reach, REFERENCE still calibrated.
-    assert (suggestion.ok, suggestion.highly_relevant, suggestion.reference) == (True, 1.0, 0.51)
+    assert (suggestion.ok, suggestion.highly_relevant, suggestion.reference) == (True, 1.0, 0.70)
     assert "out of reach" in suggestion.reason
     assert suggestion.outcome["REFERENCE"] == {"answers": 3, "right": 3, "precision": 1.0}
+
+
+def test_the_pair_is_searched_through_the_lookups_level_decision():
+    def level(similarity, coverage, highly_relevant, reference):
+        """FS-2, then one level down when the answer holds few of the query's key terms."""
+        rank = 2 if similarity >= highly_relevant else 1 if similarity >= reference else 0
+        if coverage is not None and coverage < 0.4:
+            rank = max(rank - 1, 0)
+        return (None, "REFERENCE", "HIGHLY_RELEVANT")[rank]
+
+    def answered(similarity, right, coverage, n=1):
+        return [
+            Observation("q", "doc", "doc" if right else "other", similarity, None, True, coverage)
+            for _ in range(n)
+        ]
+
+    observations = (
+        answered(0.8, True, 0.9, n=10)
+        + answered(0.8, False, 0.1)  # as similar as the right ones, but its key terms are absent
+        + answered(0.5, True, 0.9, n=4)
+        + answered(0.3, False, 0.9, n=2)
+    )
+    # On similarity alone 0.8 holds 10 of 11: HIGHLY_RELEVANT goes out of reach; REFERENCE in the
+    # middle of 0.31-0.50 keeps all 14 right answers and 1 wrong.
+    alone = thresholds_suggest(observations, target_highly_relevant=0.95, target_reference=0.8)
+    assert (alone.highly_relevant, alone.reference) == (1.0, 0.40)
+    # The lookup's decision lowers the lexically absent answer to REFERENCE: HIGHLY_RELEVANT holds
+    # 10 of 10 anywhere in 0.51-0.80, REFERENCE 4 of 5 in 0.31-0.50.
+    lexical = thresholds_suggest(observations, target_highly_relevant=0.95, target_reference=0.8, level=level)
+    assert (lexical.highly_relevant, lexical.reference) == (0.65, 0.40)
+    assert lexical.outcome["HIGHLY_RELEVANT"] == {"answers": 10, "right": 10, "precision": 1.0}
+    assert lexical.outcome["REFERENCE"] == {"answers": 5, "right": 4, "precision": 0.8}
 
 
 def test_nothing_to_suggest_without_wrong_answers():
@@ -111,23 +147,31 @@ def _run(*args):
     return out.getvalue()
 
 
-def _highest_unrelated_similarity() -> float:
-    """Computed here with the embedder alone: FS-1 similarity is the cosine of unit vectors."""
+def _similarities() -> tuple[float, float]:
+    """(lowest similarity of a right answer, highest of an unrelated question's best match),
+    computed here with the embedder alone: FS-1 similarity is the cosine of unit vectors."""
     embedder = get_embedder()
     chunks = embedder.encode([text for _, text in DOCS.values()])
-    queries = embedder.encode(UNRELATED)
-    return float(np.max(queries @ chunks.T))
+    unrelated = embedder.encode(UNRELATED)
+    return float(np.min(np.sum(chunks * chunks, axis=1))), float(np.max(unrelated @ chunks.T))
+
+
+SUGGESTED = re.compile(
+    r"suggested: +HIGHLY_RELEVANT >= ([0-9.]+): (\d+) answers, precision ([0-9.]+); REFERENCE >= ([0-9.]+)"
+)
 
 
 def test_suggests_from_the_labelled_questions_and_prints_the_evidence(labelled):
     out = _run("--queries", str(labelled), "--min-answers", "3")
     assert "9 labelled questions" in out
-    assert "evidence per similarity band" in out and "precision" in out
-    # Six questions are their documents' own text (similarity ~1, right); the three unrelated ones
-    # are wrong whatever they find: HIGHLY_RELEVANT is the first cut-off above the best of those.
-    expected = math.floor(_highest_unrelated_similarity() * 100) / 100 + 0.01
-    assert f"suggested:    HIGHLY_RELEVANT >= {expected:.2f}" in out
-    assert "6 answers, precision 1.000" in out
+    assert "evidence per similarity band" in out
+    assert "9 answers by similarity (6 right, 3 wrong)" in out
+    # Six questions are their documents' own text (right); the three unrelated ones are wrong
+    # whatever they find: the suggested cut-offs fall between the two.
+    highly_relevant, answers, precision, reference = SUGGESTED.search(out).groups()
+    lowest_right, highest_wrong = _similarities()
+    assert highest_wrong < float(reference) <= float(highly_relevant) <= lowest_right + 1e-6
+    assert (int(answers), float(precision)) == (6, 1.0)
     assert "(not applied" in out
     assert ThresholdCalibration.objects.count() == 0
 
@@ -143,15 +187,16 @@ def test_apply_stores_a_calibration_that_wins_and_can_be_reverted(labelled, sett
     assert calibration.evidence["source"] == "calibrate_thresholds"
     assert calibration.evidence["suggestion"]["questions"] == 9 and calibration.evidence["bands"]
     assert calibration.note.startswith("calibrate_thresholds:")
-    expected = math.floor(_highest_unrelated_similarity() * 100) / 100 + 0.01
-    assert calibration.highly_relevant_threshold == pytest.approx(expected)
+    highly_relevant, _, _, reference = SUGGESTED.search(out).groups()
+    assert calibration.highly_relevant_threshold == float(highly_relevant)
+    assert calibration.reference_threshold == float(reference)
     thresholds_cache_clear()
     in_force = current_thresholds()
     assert in_force.source == f"calibration:{calibration.pk}"
-    assert in_force.highly_relevant == pytest.approx(expected)
+    assert (in_force.highly_relevant, in_force.reference) == (float(highly_relevant), float(reference))
     calibration_revert(applied_by=admin)
     thresholds_cache_clear()
-    assert current_thresholds().highly_relevant == 0.9
+    assert (current_thresholds().highly_relevant, current_thresholds().reference) == (0.9, 0.8)
 
 
 def test_apply_needs_a_staff_user(labelled):

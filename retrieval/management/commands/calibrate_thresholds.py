@@ -19,6 +19,7 @@ from retrieval.calibration_queries import (
     evidence_bands,
     labelled_queries_read,
     levels_outcome,
+    lookup_level_function,
     queries_observe,
     suggestion_apply,
     thresholds_suggest,
@@ -34,10 +35,13 @@ class Command(BaseCommand):
     help = (
         'Ask your labelled questions (JSON lines: {"query": ..., "expected": "<doc_key>" or null}) '
         "as dry-run lookups on the current model and corpus, print the evidence per similarity band and "
-        "suggest the thresholds: HIGHLY_RELEVANT = the lowest similarity cut-off from which answers are "
-        "right at least --target-highly-relevant of the time; REFERENCE = the lowest cut-off below it with "
-        "answers between the two right at least --target-reference of the time (the lowest keeps the most "
-        "right answers). PRECISE keyword answers do not depend on thresholds and are left out. --apply "
+        "suggest the thresholds: of every pair of similarity cut-offs (0.01 grid), put through the "
+        "lookup's own level decision (lexical evidence included), the one that returns the most right "
+        "answers while HIGHLY_RELEVANT answers are right at least --target-highly-relevant of the time "
+        "(else that level is put out of reach, 1.00) and REFERENCE answers at least --target-reference; "
+        "ties: more right answers at HIGHLY_RELEVANT, fewer wrong ones, then the middle of the equal "
+        "pairs. PRECISE keyword answers do not depend on "
+        "thresholds and are left out. --apply "
         "stores the pair as a threshold calibration (the record staff apply from feedback; revert it in "
         "the admin's threshold calibration page)."
     )
@@ -117,11 +121,13 @@ class Command(BaseCommand):
                 f"{_share(band['precision']):>10}   {'':<14}{band['answers_above']:>8}"
                 f"{_share(band['precision_above']):>10}{_share(band['right_kept']):>11}"
             )
+        level = lookup_level_function()
         suggestion = thresholds_suggest(
             observations,
             target_highly_relevant=target_highly_relevant,
             target_reference=target_reference,
             min_answers=min_answers,
+            level=level,
         )
         unscored = suggestion.questions - suggestion.scored - suggestion.precise
         self.stdout.write(
@@ -129,7 +135,7 @@ class Command(BaseCommand):
             f"{suggestion.precise} PRECISE ({suggestion.precise_right} right); {unscored} without any candidate"
         )
         now = levels_outcome(
-            observations, highly_relevant=in_force.highly_relevant, reference=in_force.reference
+            observations, highly_relevant=in_force.highly_relevant, reference=in_force.reference, level=level
         )
         self._outcome("in force now", in_force.highly_relevant, in_force.reference, now)
         if not suggestion.ok:
@@ -139,7 +145,7 @@ class Command(BaseCommand):
             return
         self._outcome("suggested", suggestion.highly_relevant, suggestion.reference, suggestion.outcome)
         self.stdout.write(f"  rule: {suggestion.reason}")
-        self._wrong_returned(observations, suggestion.reference)
+        self._wrong_returned(observations, suggestion, level)
         if not apply:
             self.stdout.write("\n(not applied: run again with --apply to make this pair the one in force)")
             return
@@ -163,13 +169,19 @@ class Command(BaseCommand):
             f"wrong ones returned {outcome['wrong_returned']}"
         )
 
-    def _wrong_returned(self, observations, reference: float, limit: int = 10) -> None:
+    def _wrong_returned(self, observations, suggestion, level, limit: int = 10) -> None:
         """The wrong answers the suggested pair would still return, most similar first."""
         wrong = sorted(
-            (o for o in observations if o.similarity is not None and not o.precise and not o.right),
+            (
+                o
+                for o in observations
+                if o.similarity is not None
+                and not o.precise
+                and not o.right
+                and level(o.similarity, o.coverage, suggestion.highly_relevant, suggestion.reference)
+            ),
             key=lambda o: -o.similarity,
         )
-        wrong = [o for o in wrong if o.similarity >= reference - 1e-9]
         if not wrong:
             return
         self.stdout.write(f"  wrong answers it would still return ({len(wrong)}, at most {limit} shown):")
