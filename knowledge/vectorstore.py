@@ -4,7 +4,14 @@
 URI: a ``milvus-lite server`` on loopback, Milvus standalone or a cluster.
 
 One row per chunk: chunk_id (VARCHAR primary key, ``<doc_key>#<index>``), vector (FLOAT_VECTOR,
-metric L2), domain, doc_key, chunk_index. Everything else is read from the database.
+metric L2), text (the text the vector embeds: title, heading path, chunk; analysed by jieba),
+sparse (SPARSE_FLOAT_VECTOR written by Milvus's own BM25 function over ``text``, metric BM25),
+domain, doc_key, chunk_index. Everything else is read from the database.
+
+``hybrid_search`` runs the dense and the BM25 request as one Milvus ``hybrid_search`` fused by
+RRF (or a weighted ranker). A fused score is no distance, so every hit also carries its raw
+squared L2 distance, computed here from the returned vector (exactly what a dense search returns).
+A collection built before the text/BM25 fields existed is reported by ``lexical_fields_missing``.
 
 Metric L2 in Milvus returns the SQUARED Euclidean distance. For unit vectors that is 2 - 2cos,
 so the seeds' normalisation ``1 - min(d, 2) / 2`` turns it into the cosine similarity.
@@ -18,11 +25,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from django.conf import settings
 
 logger = logging.getLogger(__name__)
 
 _PROP_MODEL = "agentkb.embedding_model"
+TEXT_FIELD = "text"
+SPARSE_FIELD = "sparse"
+BM25_FUNCTION = "text_bm25"
+# VARCHAR max_length counts bytes: a chunk's text is cut to this many characters before it is
+# stored (4 bytes per character at worst), far above CHUNK_TARGET_CHARS.
+TEXT_MAX_BYTES = 65535
+TEXT_MAX_CHARS = TEXT_MAX_BYTES // 4
+# jieba (milvus-lite[chinese]; Milvus 2.5+ ships it). Punctuation is no term: dropped before BM25
+# counts it, so it neither matches nor lengthens a document.
+PUNCTUATION = list("，。、；：？！「」『』（）【】《》〈〉“”‘’…—·,.;:?!()[]{}<>\"'`~@#$%^&*-_=+|/")
+ANALYZER_PARAMS = {"tokenizer": "jieba", "filter": [{"type": "stop", "stop_words": PUNCTUATION}]}
+RANKERS = ("rrf", "weighted")
 _PROP_DIM = "agentkb.dim"
 _DELETE_BATCH = 500
 # Rows per upsert call: keeps one request well under gRPC's message limit at 1024-d.
@@ -44,6 +64,8 @@ class ChunkVector:
     domain: str
     doc_key: str
     chunk_index: int
+    #: what the vector embeds; BM25 indexes it (empty only for rows written by older code)
+    text: str = ""
 
 
 @dataclass(frozen=True)
@@ -61,6 +83,8 @@ class VectorHit:
     domain: str
     chunk_index: int
     score: float  # raw squared L2 distance as Milvus returns it
+    #: the chunk's stored text (hybrid search only)
+    text: str = ""
 
 
 def _connection_lost(exc: Exception) -> bool:
@@ -181,6 +205,16 @@ class VectorStore:
                 dim = int(field["params"]["dim"])
         return props.get(_PROP_MODEL), dim
 
+    def lexical_fields_missing(self) -> list[str]:
+        """The text / BM25 fields an existing collection lacks (built before hybrid search)."""
+        info = self._call("describe_collection", self.collection)
+        names = {field["name"] for field in info.get("fields", [])}
+        functions = {f.get("name") for f in info.get("functions", []) or []}
+        missing = [name for name in (TEXT_FIELD, SPARSE_FIELD) if name not in names]
+        if not missing and not functions:
+            missing.append(f"BM25 function '{BM25_FUNCTION}'")
+        return missing
+
     def ensure_collection(self, *, dim: int, model_name: str) -> None:
         """Create the collection if missing; refuse one built for another model or dimension."""
         if self.exists():
@@ -191,18 +225,39 @@ class VectorStore:
                     f"'{existing_model}', but the configured embedding is {dim}-d '{model_name}'. "
                     "Run `python manage.py reindex --recreate` to rebuild it with the new model."
                 )
+            if missing := self.lexical_fields_missing():
+                raise VectorStoreMismatch(lexical_fields_message(self.collection, missing))
             self._ensure_loaded()
             return
-        from pymilvus import DataType, MilvusClient
+        from pymilvus import DataType, Function, FunctionType, MilvusClient
 
         schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
         schema.add_field("chunk_id", DataType.VARCHAR, is_primary=True, max_length=512)
         schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dim)
+        schema.add_field(
+            TEXT_FIELD,
+            DataType.VARCHAR,
+            max_length=TEXT_MAX_BYTES,
+            enable_analyzer=True,
+            analyzer_params=ANALYZER_PARAMS,
+        )
+        schema.add_field(SPARSE_FIELD, DataType.SPARSE_FLOAT_VECTOR)
         schema.add_field("domain", DataType.VARCHAR, max_length=64)
         schema.add_field("doc_key", DataType.VARCHAR, max_length=255)
         schema.add_field("chunk_index", DataType.INT64)
+        schema.add_function(
+            Function(
+                name=BM25_FUNCTION,
+                function_type=FunctionType.BM25,
+                input_field_names=[TEXT_FIELD],
+                output_field_names=[SPARSE_FIELD],
+            )
+        )
         index_params = self.client().prepare_index_params()
         index_params.add_index(field_name="vector", index_type=self.index_type, metric_type="L2")
+        index_params.add_index(
+            field_name=SPARSE_FIELD, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25"
+        )
         self._call("create_collection", self.collection, schema=schema, index_params=index_params)
         self._call(
             "alter_collection_properties",
@@ -240,6 +295,7 @@ class VectorStore:
                 "domain": r.domain,
                 "doc_key": r.doc_key,
                 "chunk_index": int(r.chunk_index),
+                TEXT_FIELD: r.text[:TEXT_MAX_CHARS],
             }
             for r in rows
         ]
@@ -339,6 +395,71 @@ class VectorStore:
                 )
             )
         return hits
+
+    def hybrid_search(
+        self,
+        vector: list[float],
+        text: str,
+        *,
+        top_k: int,
+        domain: str | None = None,
+        ranker: str = "rrf",
+        rrf_k: int = 60,
+        dense_weight: float = 0.5,
+    ) -> list[VectorHit]:
+        """One Milvus hybrid search over the dense vector and BM25 on ``text``, best fused first.
+
+        Each hit's ``score`` is its raw squared L2 distance to ``vector`` (computed from the
+        stored vector, as a dense search would return it), whatever the fused rank."""
+        from pymilvus import AnnSearchRequest, RRFRanker, WeightedRanker
+
+        if ranker not in RANKERS:
+            raise ValueError(f"ranker must be one of {', '.join(RANKERS)}; got {ranker!r}")
+        self._ensure_loaded()
+        query = [float(x) for x in vector]
+        expr = f"domain == {_quote(domain)}" if domain else ""
+        requests = [
+            AnnSearchRequest(
+                data=[query], anns_field="vector", param={"metric_type": "L2"}, limit=top_k, expr=expr
+            ),
+            AnnSearchRequest(
+                data=[text], anns_field=SPARSE_FIELD, param={"metric_type": "BM25"}, limit=top_k, expr=expr
+            ),
+        ]
+        fusion = RRFRanker(rrf_k) if ranker == "rrf" else WeightedRanker(dense_weight, 1.0 - dense_weight)
+        result = self._call(
+            "hybrid_search",
+            self.collection,
+            requests,
+            ranker=fusion,
+            limit=top_k,
+            output_fields=["doc_key", "domain", "chunk_index", "vector", TEXT_FIELD],
+        )
+        rows = list(result[0]) if result else []
+        if not rows:
+            return []
+        q = np.asarray(query, dtype=np.float32)
+        stored = np.asarray([row["entity"]["vector"] for row in rows], dtype=np.float32)
+        distances = ((stored - q) ** 2).sum(axis=1)
+        return [
+            VectorHit(
+                chunk_id=row.get("chunk_id") or row.get("id"),
+                doc_key=row["entity"]["doc_key"],
+                domain=row["entity"]["domain"],
+                chunk_index=int(row["entity"]["chunk_index"]),
+                score=float(distance),
+                text=row["entity"].get(TEXT_FIELD) or "",
+            )
+            for row, distance in zip(rows, distances, strict=True)
+        ]
+
+
+def lexical_fields_message(collection: str, missing: list[str]) -> str:
+    return (
+        f"Milvus collection '{collection}' was built before hybrid search and lacks "
+        f"{', '.join(missing)}. Run `python manage.py reindex --recreate` to rebuild it "
+        "with them (every document is then indexed again)."
+    )
 
 
 _store: VectorStore | None = None

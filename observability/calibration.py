@@ -48,11 +48,11 @@ class Thresholds:
 
 
 def _from_settings() -> Thresholds:
-    return Thresholds(
-        highly_relevant=float(settings.RETRIEVAL_HIGHLY_RELEVANT_THRESHOLD),
-        reference=float(settings.RETRIEVAL_REFERENCE_THRESHOLD),
-        source="settings",
-    )
+    # Explicit settings, else the embedding model's profile (retrieval.thresholds).
+    from retrieval.thresholds import settings_thresholds
+
+    base = settings_thresholds()
+    return Thresholds(highly_relevant=base.highly_relevant, reference=base.reference, source="settings")
 
 
 def thresholds_in_force() -> Thresholds:

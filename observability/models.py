@@ -9,10 +9,11 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from observability.expressions import JSONNumber, JSONString
+from retrieval import details  # the retrieval_details keys (a module of constants, no models)
 
 # The key of ``retrieval_details`` naming the domains of the documents a lookup returned, primary
 # first. The dashboards' domain filter reads the first one through a generated column.
-RETURNED_DOMAINS_KEY = "returned_domains"
+RETURNED_DOMAINS_KEY = details.RETURNED_DOMAINS
 
 
 def invocation_public_id_new() -> str:
@@ -58,7 +59,7 @@ class ToolInvocation(models.Model):
     # retrieval_details on every insert, whoever writes the row, so the dashboards group and
     # filter a million rows by index instead of parsing JSON per row.
     l1_top_similarity = models.GeneratedField(
-        expression=JSONNumber("retrieval_details", "$.l1_top_similarity"),
+        expression=JSONNumber("retrieval_details", f"$.{details.L1_TOP_SIMILARITY}"),
         output_field=models.FloatField(null=True),
         db_persist=True,
     )

@@ -10,7 +10,7 @@ from django.core.exceptions import ImproperlyConfigured
 @checks.register()
 def retrieval_settings_check(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     from retrieval.services import domain_dedup_mode
-    from retrieval.thresholds import settings_thresholds
+    from retrieval.thresholds import profile_warning, settings_thresholds
     from retrieval.tracker import tracker_backend
 
     errors = []
@@ -23,4 +23,6 @@ def retrieval_settings_check(app_configs=None, **kwargs) -> list[checks.CheckMes
             read()
         except ImproperlyConfigured as exc:
             errors.append(checks.Error(str(exc), hint="See .env.example.", id=check_id))
+    if not errors and (warning := profile_warning()):
+        errors.append(checks.Warning(warning, hint="See docs/lookup.md.", id="retrieval.W001"))
     return errors

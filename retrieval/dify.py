@@ -1,7 +1,8 @@
 """Dify's External Knowledge API (``POST /api/dify/retrieval``): agentkb as a Dify knowledge base.
 
 ``dify_retrieve(*, body, agent)`` validates Dify's request body, searches the chunks of one domain
-(``knowledge_id`` = a domain id) or of all domains (``*``) by vector similarity, keeps chunks whose
+(``knowledge_id`` = a domain id) or of all domains (``*``) with the lookup's own L1
+(``retrieval.vector_search.l1_search``: hybrid dense + BM25 by default), keeps chunks whose
 normalised similarity (the lookup's ``1 - min(d, max_l2) / max_l2``, 0..1) reaches
 ``retrieval_setting.score_threshold`` and whose document passes ``metadata_condition``, and answers
 at most ``top_k`` of them, best first, as Dify ``records``. Every call is recorded as a tool
@@ -23,13 +24,14 @@ from django.core.exceptions import ValidationError
 
 from knowledge.embeddings import EmbeddingError
 from knowledge.models import ApiDocument, DocumentChunk, KnowledgeDomain
-from knowledge.vectorstore import VectorStoreError, get_vector_store
+from knowledge.vectorstore import VectorStoreError
 from observability.models import ToolInvocation
 from observability.services import invocation_record
+from retrieval.corpus import corpus_signature
 from retrieval.dify_conditions import ConditionError, MetadataCondition, keywords_of, metadata_condition_clean
 from retrieval.normalisation import similarity_from_l2
 from retrieval.thresholds import current_thresholds
-from retrieval.vector_search import query_vector
+from retrieval.vector_search import l1_search
 
 TOOL_NAME = "dify_retrieval"
 ALL_DOMAINS = "*"
@@ -113,21 +115,14 @@ def _knowledge_exists(knowledge_id: str, domains: frozenset[str] | None) -> bool
 
 def _search(request: DifyRequest, domains: frozenset[str] | None = None) -> tuple[list[dict], dict]:
     max_l2 = current_thresholds().max_l2_distance
-    store = get_vector_store()
+    fetch = min(max(request.top_k * FETCH_FACTOR, settings.RETRIEVAL_TOP_K), MAX_TOP_K * FETCH_FACTOR)
+    domain = None if request.knowledge_id == ALL_DOMAINS else request.knowledge_id
     try:
-        vector, model_name, _, embed_ms = query_vector(request.query)
-        started = time.perf_counter()
-        fetch = min(max(request.top_k * FETCH_FACTOR, settings.RETRIEVAL_TOP_K), MAX_TOP_K * FETCH_FACTOR)
-        domain = None if request.knowledge_id == ALL_DOMAINS else request.knowledge_id
-        try:
-            hits = store.search(vector.tolist(), top_k=fetch, domain=domain)
-        except VectorStoreError:
-            if store.exists():
-                raise
-            hits = []  # nothing was ever indexed
-        search_ms = (time.perf_counter() - started) * 1000
+        # The lookup's own L1 (hybrid or dense, its caches included), limited to the domain.
+        l1 = l1_search(query=request.query, top_k=fetch, signature=corpus_signature(), domain=domain)
     except (EmbeddingError, VectorStoreError) as exc:
         raise SearchUnavailable(f"vector search unavailable: {exc}") from exc
+    hits, model_name, embed_ms, search_ms = list(l1.hits), l1.embedding_model, l1.embed_ms, l1.search_ms
 
     started = time.perf_counter()
     documents = {
@@ -144,7 +139,7 @@ def _search(request: DifyRequest, domains: frozenset[str] | None = None) -> tupl
             continue
         similarity = similarity_from_l2(hit.score, max_l2=max_l2)
         if similarity < request.score_threshold:
-            break
+            continue  # hybrid hits come in fused order, not by similarity
         if not request.metadata_condition.passes(document):
             continue
         chosen.append((hit, document, similarity, keywords_of(document["metadata"])))
@@ -157,6 +152,8 @@ def _search(request: DifyRequest, domains: frozenset[str] | None = None) -> tupl
             chunk_index__in={h.chunk_index for h, _, _, _ in chosen},
         ).only("document_id", "chunk_index", "heading_path", "content")
     }
+    # Dify ranks by score: best similarity first (a stable sort keeps L1's order among equals).
+    chosen.sort(key=lambda c: -c[2])
     records = []
     for hit, document, similarity, keywords in chosen:
         chunk = chunks.get((document["id"], hit.chunk_index))
@@ -177,7 +174,8 @@ def _search(request: DifyRequest, domains: frozenset[str] | None = None) -> tupl
                 },
             }
         )
-    top = similarity_from_l2(hits[0].score, max_l2=max_l2) if hits else None
+    closest = min((h.score for h in hits), default=None)
+    top = similarity_from_l2(closest, max_l2=max_l2) if closest is not None else None
     details = {
         "knowledge_id": request.knowledge_id,
         "query": request.query,
@@ -185,7 +183,8 @@ def _search(request: DifyRequest, domains: frozenset[str] | None = None) -> tupl
         "score_threshold": request.score_threshold,
         "metadata_condition": request.metadata_condition.as_dict(),
         "embedding_model": model_name,
-        "l1_top_score": hits[0].score if hits else None,
+        "l1_mode": l1.mode,
+        "l1_top_score": closest,
         "l1_top_similarity": None if top is None else round(top, 4),
         "l1_candidates": [
             {

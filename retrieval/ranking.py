@@ -8,11 +8,21 @@ from dataclasses import dataclass, field
 
 from knowledge.vectorstore import VectorHit
 from retrieval.keyword_index import L0Match
-from retrieval.normalisation import RelevanceLevel, relevance_level_decide, similarity_from_l2
+from retrieval.lexical import Term, term_coverage
+from retrieval.normalisation import (
+    RelevanceLevel,
+    l1_level_decide,
+    relevance_level_decide,
+    similarity_from_l2,
+)
 from retrieval.thresholds import Thresholds
 from retrieval.tracker import SessionRetrievals
 
 DOMAIN_DEDUP_MODES = ("off", "soft", "hard")
+_LEVEL_STRENGTH = {RelevanceLevel.HIGHLY_RELEVANT: 2, RelevanceLevel.REFERENCE: 1}
+# A document without lexical evidence (written in another script than the query) is neither
+# favoured nor held back by it.
+NEUTRAL_COVERAGE = 0.5
 
 
 @dataclass
@@ -23,10 +33,17 @@ class Candidate:
     domain: str
     title: str
     l0_terms: list[str] = field(default_factory=list)
-    #: the document's best L1 chunk: raw squared L2 score, its similarity and chunk index
+    #: the document's closest L1 chunk: raw squared L2 score, its similarity and chunk index
     score: float | None = None
     similarity: float | None = None
     chunk_index: int | None = None
+    #: position of the document's first chunk in L1's order (fused order in hybrid mode)
+    l1_rank: int | None = None
+    #: the weighted share of the query's terms found in the document's retrieved chunks and
+    #: title (``retrieval.lexical``); None without lexical evidence
+    coverage: float | None = None
+    #: what L1 alone says of the document (FS-2 on its similarity, moved by lexical evidence)
+    l1_level: RelevanceLevel | None = None
     #: the one and only L0 match (L0 matchCount == 1)
     precise: bool = False
 
@@ -34,49 +51,89 @@ class Candidate:
     def via_l0(self) -> bool:
         return bool(self.l0_terms)
 
-    def passes(self, thresholds: Thresholds) -> bool:
-        """Returnable: an L0 match, or an L1 hit at or above the REFERENCE threshold. L1 hits
-        under it are never returned (FS-2)."""
-        return self.via_l0 or (self.similarity is not None and self.similarity >= thresholds.reference)
+    def passes(self, thresholds: Thresholds | None = None) -> bool:
+        """Returnable: an L0 match, or an L1 hit with a level (at or above REFERENCE). Other L1
+        hits are never returned (FS-2)."""
+        return self.via_l0 or self.l1_level is not None
 
 
 def candidates_collect(
-    *, l0: list[L0Match], hits: list[VectorHit], thresholds: Thresholds, l0_match_count: int
+    *,
+    l0: list[L0Match],
+    hits: list[VectorHit],
+    thresholds: Thresholds,
+    l0_match_count: int,
+    terms: tuple[Term, ...] | None = None,
+    query_script: str | None = None,
 ) -> list[Candidate]:
-    """Every candidate document, L0 and L1 merged (best chunk per document), ranked:
+    """Every candidate document, L0 and L1 merged, ranked:
 
     1. the PRECISE document (L0 matchCount == 1);
-    2. documents whose best similarity passes the REFERENCE threshold, most similar first;
+    2. documents L1 gives a level, HIGHLY_RELEVANT before REFERENCE; within a level the larger
+       share of the query's key terms first (no lexical evidence counts as half), then L1's
+       order (the fused order of hybrid search; nearest first for a dense search). The level sums
+       up the evidence, so a lexical match in the wrong language (BM25 on an English question
+       over Chinese text) cannot put a weak document above a strong one; on CMRC2018 (dev half)
+       ordering by key-term share put the right document first for 0.969 against 0.962 in fused
+       order;
     3. the other L0 documents, those with a (low) similarity first, then longest matched term.
-    L1-only documents under the threshold come last; they are recorded, never returned.
+    L1-only documents without a level come last; they are recorded, never returned.
+
+    ``terms`` (the query's weighted terms) and ``query_script`` (``lexical.main_script``) turn on
+    lexical evidence for hits that carry their text (hybrid search).
     """
     by_key: dict[str, Candidate] = {}
     for match in l0:
         by_key[match.doc_key] = Candidate(
             match.doc_key, match.domain, match.title, l0_terms=list(match.terms)
         )
-    for hit in hits:  # closest first: the first hit of a document is its best chunk
+    texts: dict[str, list[str]] = {}
+    for rank, hit in enumerate(hits):  # best first: the first hit of a document ranks it
         candidate = by_key.get(hit.doc_key)
         if candidate is None:
             candidate = by_key[hit.doc_key] = Candidate(hit.doc_key, hit.domain, "")
-        if candidate.score is None:
+        if candidate.l1_rank is None:
+            candidate.l1_rank = rank
+        if candidate.score is None or hit.score < candidate.score:
             candidate.score = hit.score
             candidate.similarity = similarity_from_l2(hit.score, max_l2=thresholds.max_l2_distance)
             candidate.chunk_index = hit.chunk_index
+        if hit.text:
+            texts.setdefault(hit.doc_key, []).append(hit.text)
+    for candidate in by_key.values():
+        if terms and candidate.doc_key in texts:
+            candidate.coverage = term_coverage(
+                terms, "\n".join(texts[candidate.doc_key]), query_script=query_script
+            )
+        candidate.l1_level = l1_level_decide(
+            similarity=candidate.similarity, coverage=candidate.coverage, thresholds=thresholds
+        )
     if l0_match_count == 1 and len(l0) == 1:
         by_key[l0[0].doc_key].precise = True
 
     def rank(c: Candidate) -> tuple:
         if c.precise:
             tier = 0
-        elif c.similarity is not None and c.similarity >= thresholds.reference:
+        elif c.l1_level is not None:
             tier = 1
         elif c.via_l0:
             tier = 2
         else:
             tier = 3
         longest = max((len(t) for t in c.l0_terms), default=0)
-        return (tier, -(c.similarity if c.similarity is not None else -1.0), -longest, c.title, c.doc_key)
+        strength = _LEVEL_STRENGTH.get(c.l1_level, 0)
+        evidence = (c.coverage if c.coverage is not None else NEUTRAL_COVERAGE) if tier == 1 else 0.0
+        order = c.l1_rank if tier == 1 and c.l1_rank is not None else 0
+        return (
+            tier,
+            -strength,
+            -evidence,
+            order,
+            -(c.similarity if c.similarity is not None else -1.0),
+            -longest,
+            c.title,
+            c.doc_key,
+        )
 
     return sorted(by_key.values(), key=rank)
 
@@ -108,14 +165,14 @@ def selection_decide(
     - Documents already returned to this session are withheld (seed 004 Part A).
     - ``hard`` domain dedup (seed 000 Phase 2): when the best remaining document lies in a domain
       this session already retrieved, the whole call is blocked.
-    - The level describes what is returned: PRECISE only when the unique L0 document is the
-      primary; otherwise FS-2 on the returned documents' best similarity (L0 documents without a
-      passing similarity make it REFERENCE).
+    - The level describes the primary: PRECISE only when the unique L0 document is the primary;
+      otherwise FS-2 on its L1 level (its similarity, moved by lexical evidence); an L0 primary
+      without an L1 level is REFERENCE.
     - DEDUPED: candidates existed but all were withheld, or hard mode blocked the call.
       dedup_reason "domain_retrieved" when blocked, else "doc_retrieved" whenever a candidate
       was withheld, else None.
     """
-    passing = [c for c in candidates if c.passes(thresholds)]
+    passing = [c for c in candidates if c.passes()]
     have = memory.doc_keys
     withheld = [c for c in passing if c.doc_key in have]
     remaining = [c for c in passing if c.doc_key not in have]
@@ -131,16 +188,16 @@ def selection_decide(
     if not returned:
         level = RelevanceLevel.DEDUPED if withheld else None
         return Selection([], withheld, None, level, dedup_reason)
-    if returned[0].precise:
+    primary = returned[0]
+    if primary.precise:
         level = RelevanceLevel.PRECISE
     else:
-        similarities = [c.similarity for c in returned if c.similarity is not None]
-        l0_returned = sum(1 for c in returned if c.via_l0)
-        # Not precise: any L0 documents here are one of several matches (the others ranked lower
-        # or were withheld), so they count as "L0 matchCount >= 2".
+        # The level describes the primary. Not precise: an L0 primary is one of several matches
+        # (the others ranked lower or were withheld), so it counts as "L0 matchCount >= 2".
         level = relevance_level_decide(
-            l0_match_count=max(2, l0_returned) if l0_returned else 0,
-            top_similarity=max(similarities) if similarities else None,
+            l0_match_count=2 if primary.via_l0 else 0,
+            top_similarity=primary.similarity,
             thresholds=thresholds,
+            l1_level=primary.l1_level,
         )
     return Selection(returned, withheld, None, level, dedup_reason)

@@ -1,8 +1,14 @@
-"""L1: embed the query, search Milvus for the nearest chunks, keep raw scores.
+"""L1: embed the query, search Milvus for the best chunks, keep raw dense scores.
+
+``RETRIEVAL_L1_MODE=hybrid`` (the default): one Milvus ``hybrid_search`` over the dense vector and
+BM25 on the chunk text, fused by ``RETRIEVAL_HYBRID_RANKER``; hits come in fused order and each
+carries its raw squared L2 distance (what FS-1 normalises) and its text (for lexical evidence).
+``dense``: the vector alone, nearest first, as before hybrid search.
 
 Two small per-process LRU caches, because agents repeat themselves:
 - query vectors, keyed by (embedding model, query text): a repeated query is not embedded again;
-- search hits, keyed by (Milvus URI and collection, model, query, top_k, corpus signature): a
+- search hits, keyed by (Milvus URI and collection, model, L1 mode and fusion, query, top_k,
+  domain, corpus signature): a
   repeated query is not searched again while the corpus is unchanged. The corpus signature
   (``retrieval.corpus``) moves on every upload, re-index and delete, so a cached result never
   outlives the documents it was computed on by more than ``RETRIEVAL_INDEX_REFRESH_MS``.
@@ -67,12 +73,15 @@ _hits = LRUCache()
 
 @dataclass(frozen=True)
 class L1Result:
-    hits: tuple[VectorHit, ...]  # chunk hits, closest first, raw squared L2 scores
+    #: chunk hits, best first (fused order in hybrid mode), each with its raw squared L2 score
+    hits: tuple[VectorHit, ...]
     embedding_model: str
     embed_ms: float
     search_ms: float
     vector_cached: bool
     hits_cached: bool
+    #: "hybrid:rrf", "hybrid:weighted" or "dense"
+    mode: str = "dense"
 
 
 def query_vector(query: str) -> tuple[np.ndarray, str, bool, float]:
@@ -89,18 +98,50 @@ def query_vector(query: str) -> tuple[np.ndarray, str, bool, float]:
     return vector, embedder.model_name, False, (time.perf_counter() - started) * 1000
 
 
-def l1_search(*, query: str, top_k: int, signature: Hashable) -> L1Result:
-    """The ``top_k`` nearest chunks to ``query``. Raises EmbeddingError / VectorStoreError."""
+def l1_mode() -> str:
+    """The L1 in force: "dense", or "hybrid:<ranker>"."""
+    mode = settings.RETRIEVAL_L1_MODE
+    return f"hybrid:{settings.RETRIEVAL_HYBRID_RANKER}" if mode == "hybrid" else "dense"
+
+
+def l1_search(*, query: str, top_k: int, signature: Hashable, domain: str | None = None) -> L1Result:
+    """The ``top_k`` best chunks for ``query`` (of one domain when given). Raises EmbeddingError /
+    VectorStoreError."""
     embedder = get_embedder()
     store = get_vector_store()
-    cache_key = (store.uri, store.collection, embedder.model_name, query, top_k, signature)
+    mode = l1_mode()
+    fusion = (settings.RETRIEVAL_RRF_K, settings.RETRIEVAL_DENSE_WEIGHT) if mode != "dense" else ()
+    cache_key = (
+        store.uri,
+        store.collection,
+        embedder.model_name,
+        mode,
+        fusion,
+        query,
+        top_k,
+        domain,
+        signature,
+    )
     cached = _hits.get(cache_key)
     if cached is not None:
-        return L1Result(cached, embedder.model_name, 0.0, 0.0, True, True)
+        return L1Result(cached, embedder.model_name, 0.0, 0.0, True, True, mode)
     vector, model_name, vector_cached, embed_ms = query_vector(query)
     started = time.perf_counter()
     try:
-        hits = tuple(store.search(vector.tolist(), top_k=top_k))
+        if mode == "dense":
+            hits = tuple(store.search(vector.tolist(), top_k=top_k, domain=domain))
+        else:
+            hits = tuple(
+                store.hybrid_search(
+                    vector.tolist(),
+                    query,
+                    top_k=top_k,
+                    domain=domain,
+                    ranker=settings.RETRIEVAL_HYBRID_RANKER,
+                    rrf_k=settings.RETRIEVAL_RRF_K,
+                    dense_weight=settings.RETRIEVAL_DENSE_WEIGHT,
+                )
+            )
     except VectorStoreError:
         # No collection yet means nothing was ever indexed: an empty result, not an outage.
         if not store.exists():
@@ -109,7 +150,7 @@ def l1_search(*, query: str, top_k: int, signature: Hashable) -> L1Result:
             raise
     search_ms = (time.perf_counter() - started) * 1000
     _hits.put(cache_key, hits, capacity=settings.RETRIEVAL_QUERY_CACHE_SIZE)
-    return L1Result(hits, model_name, embed_ms, search_ms, vector_cached, False)
+    return L1Result(hits, model_name, embed_ms, search_ms, vector_cached, False, mode)
 
 
 def l1_caches_clear() -> None:

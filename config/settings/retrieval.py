@@ -5,8 +5,38 @@ from django.core.exceptions import ImproperlyConfigured
 from config.env import env
 
 RETRIEVAL_MAX_L2_DISTANCE = env.float("RETRIEVAL_MAX_L2_DISTANCE", default=2.0)
-RETRIEVAL_HIGHLY_RELEVANT_THRESHOLD = env.float("RETRIEVAL_HIGHLY_RELEVANT_THRESHOLD", default=0.75)
-RETRIEVAL_REFERENCE_THRESHOLD = env.float("RETRIEVAL_REFERENCE_THRESHOLD", default=0.5)
+
+
+def _optional_float(name: str, raw: str) -> float | None:
+    """Empty or unset: None (the embedding model's profile decides, retrieval/profiles.py)."""
+    if not raw.strip():
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number or empty; got '{raw}'") from None
+
+
+RETRIEVAL_HIGHLY_RELEVANT_THRESHOLD = _optional_float(
+    "RETRIEVAL_HIGHLY_RELEVANT_THRESHOLD", env.str("RETRIEVAL_HIGHLY_RELEVANT_THRESHOLD", default="")
+)
+RETRIEVAL_REFERENCE_THRESHOLD = _optional_float(
+    "RETRIEVAL_REFERENCE_THRESHOLD", env.str("RETRIEVAL_REFERENCE_THRESHOLD", default="")
+)
+# L1: "hybrid" (one Milvus hybrid_search over the dense vector and BM25 on the chunk text, fused)
+# or "dense" (the vector alone, the behaviour before hybrid search; for comparison).
+RETRIEVAL_L1_MODE = env.str("RETRIEVAL_L1_MODE", default="hybrid").strip().lower()
+if RETRIEVAL_L1_MODE not in ("hybrid", "dense"):
+    raise ImproperlyConfigured(f"RETRIEVAL_L1_MODE must be hybrid or dense; got '{RETRIEVAL_L1_MODE}'")
+# How hybrid search fuses its two rankings: "rrf" (reciprocal rank fusion, k = RETRIEVAL_RRF_K)
+# or "weighted" (Milvus's WeightedRanker, RETRIEVAL_DENSE_WEIGHT on the dense side).
+RETRIEVAL_HYBRID_RANKER = env.str("RETRIEVAL_HYBRID_RANKER", default="rrf").strip().lower()
+if RETRIEVAL_HYBRID_RANKER not in ("rrf", "weighted"):
+    raise ImproperlyConfigured(
+        f"RETRIEVAL_HYBRID_RANKER must be rrf or weighted; got '{RETRIEVAL_HYBRID_RANKER}'"
+    )
+RETRIEVAL_RRF_K = env.int("RETRIEVAL_RRF_K", default=60)
+RETRIEVAL_DENSE_WEIGHT = env.float("RETRIEVAL_DENSE_WEIGHT", default=0.5)
 RETRIEVAL_MAX_SUPPLEMENT = env.int("RETRIEVAL_MAX_SUPPLEMENT", default=3)
 RETRIEVAL_TOP_K = env.int("RETRIEVAL_TOP_K", default=20)
 RETRIEVAL_MAX_QUERY_CHARS = env.int("RETRIEVAL_MAX_QUERY_CHARS", default=2000)

@@ -35,7 +35,13 @@ from knowledge.models import ApiDocument, DocumentChunk, chunk_id_for
 from knowledge.parsing import OWNED_METADATA_KEYS, DocumentParseError, ParsedDocument, parse_document
 from knowledge.services import domains
 from knowledge.services.locks import LockTimeout, document_lock
-from knowledge.vectorstore import ChunkVector, VectorStoreError, VectorStoreMismatch, get_vector_store
+from knowledge.vectorstore import (
+    ChunkVector,
+    VectorStoreError,
+    VectorStoreMismatch,
+    get_vector_store,
+    lexical_fields_message,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -278,8 +284,9 @@ def _document_index_locked(*, document_id: int, final_attempt: bool, repair: boo
                     domain=document.domain,
                     doc_key=doc_key,
                     chunk_index=chunk.index,
+                    text=text,
                 )
-                for chunk, vector in zip(chunks, vectors, strict=True)
+                for chunk, vector, text in zip(chunks, vectors, texts, strict=True)
             ]
         )
         timings["upsert_s"] = time.perf_counter() - started
@@ -443,7 +450,8 @@ def vector_collection_recreate() -> tuple[str, int]:
 
 
 def embedding_collection_check() -> None:
-    """Refuse a vector store built with another embedding model or dimension (start-up check).
+    """Refuse a vector store built with another embedding model or dimension, or before hybrid
+    search (no text / BM25 fields) (start-up check).
 
     Raises VectorStoreMismatch naming the fix (``reindex --recreate``); VectorStoreError when
     Milvus does not answer. A missing collection is fine: the first indexing creates it.
@@ -460,3 +468,5 @@ def embedding_collection_check() -> None:
             "Run `python manage.py reindex --recreate` to rebuild it with the new model, or set "
             "EMBEDDING_BACKEND/EMBEDDING_MODEL back."
         )
+    if missing := store.lexical_fields_missing():
+        raise VectorStoreMismatch(lexical_fields_message(store.collection, missing))

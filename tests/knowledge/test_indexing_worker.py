@@ -91,6 +91,20 @@ def test_the_start_up_check_refuses_a_collection_of_another_model_and_names_the_
         _refuse_mismatched_collection()
 
 
+@pytest.mark.django_db
+def test_the_start_up_check_refuses_a_collection_built_before_hybrid_search(vector_store):
+    from tests.knowledge.test_vectorstore import _old_schema_collection
+
+    _old_schema_collection(vector_store, dim=512)
+    vector_store.client().alter_collection_properties(
+        vector_store.collection, properties={"agentkb.embedding_model": "use-multilingual-v3"}
+    )
+    with pytest.raises(
+        EmbeddingMismatchRefused, match=r"before hybrid search .*text, sparse.*reindex --recreate"
+    ):
+        _refuse_mismatched_collection()
+
+
 @pytest.mark.services
 def test_a_worker_refuses_to_start_on_a_collection_of_another_model(vector_store, settings, tmp_path):
     assert SERVICES_MODE

@@ -63,3 +63,99 @@ def test_another_model_or_dimension_is_refused_with_the_fix_named(vector_store):
         vector_store.ensure_collection(dim=8, model_name="model-a")
     with pytest.raises(VectorStoreMismatch, match="model-b"):
         vector_store.ensure_collection(dim=4, model_name="model-b")
+
+
+# --- hybrid search: dense + BM25 in one Milvus request ------------------------------------------
+def _text_row(doc_key, vec, text, domain="infra"):
+    return ChunkVector(
+        chunk_id=f"{doc_key}#0", vector=vec, domain=domain, doc_key=doc_key, chunk_index=0, text=text
+    )
+
+
+def _hybrid_corpus(store):
+    store.ensure_collection(dim=4, model_name="test")
+    store.upsert(
+        [
+            _text_row("near.md", _unit([1, 0.1, 0, 0]), "缓存过期策略"),
+            _text_row("words.md", _unit([0, 0, 1, 0]), "数据库连接池 maximumPoolSize 的配置"),
+            _text_row("other.md", _unit([0, 1, 0, 0]), "退款流程", domain="payments"),
+        ]
+    )
+
+
+def test_hybrid_search_finds_by_words_what_the_vector_misses(vector_store):
+    _hybrid_corpus(vector_store)
+    query = _unit([1, 0, 0, 0])
+    dense = vector_store.search(query, top_k=1)
+    assert [h.doc_key for h in dense] == ["near.md"]
+    hits = vector_store.hybrid_search(query, "连接池 maximumPoolSize 怎么配置", top_k=3)
+    assert {h.doc_key for h in hits[:2]} == {"near.md", "words.md"}
+    assert {h.doc_key: h.text for h in hits}["words.md"] == "数据库连接池 maximumPoolSize 的配置"
+
+
+def test_hybrid_hits_carry_their_raw_squared_l2_distance(vector_store):
+    _hybrid_corpus(vector_store)
+    query = _unit([1, 0.5, 0, 0])
+    dense = {h.doc_key: h.score for h in vector_store.search(query, top_k=3)}
+    for hit in vector_store.hybrid_search(query, "连接池", top_k=3):
+        assert hit.score == pytest.approx(dense[hit.doc_key], abs=1e-5)
+
+
+@pytest.mark.parametrize("ranker", ["rrf", "weighted"])
+def test_hybrid_search_filters_by_domain_with_either_ranker(vector_store, ranker):
+    _hybrid_corpus(vector_store)
+    hits = vector_store.hybrid_search(
+        _unit([1, 0, 0, 0]), "连接池 退款", top_k=5, domain="payments", ranker=ranker
+    )
+    assert [h.doc_key for h in hits] == ["other.md"]
+
+
+def _old_schema_collection(store, dim=4):
+    """A collection as agentkb created it before hybrid search: no text, no BM25 field."""
+    from pymilvus import DataType, MilvusClient
+
+    schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
+    schema.add_field("chunk_id", DataType.VARCHAR, is_primary=True, max_length=512)
+    schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dim)
+    schema.add_field("domain", DataType.VARCHAR, max_length=64)
+    schema.add_field("doc_key", DataType.VARCHAR, max_length=255)
+    schema.add_field("chunk_index", DataType.INT64)
+    index_params = store.client().prepare_index_params()
+    index_params.add_index(field_name="vector", index_type="AUTOINDEX", metric_type="L2")
+    store.client().create_collection(store.collection, schema=schema, index_params=index_params)
+    store.client().alter_collection_properties(
+        store.collection, properties={"agentkb.embedding_model": "test", "agentkb.dim": str(dim)}
+    )
+
+
+def test_a_collection_built_before_hybrid_search_is_refused_naming_the_fix(vector_store):
+    _old_schema_collection(vector_store)
+    assert vector_store.lexical_fields_missing() == ["text", "sparse"]
+    with pytest.raises(VectorStoreMismatch, match=r"before hybrid search.*reindex --recreate"):
+        vector_store.ensure_collection(dim=4, model_name="test")
+
+
+def test_a_new_collection_has_the_lexical_fields(vector_store):
+    vector_store.ensure_collection(dim=4, model_name="test")
+    assert vector_store.lexical_fields_missing() == []
+
+
+@pytest.mark.services
+def test_hybrid_search_on_the_loopback_milvus_lite_server(settings, milvus_server):
+    """The same request through a ``milvus-lite server`` (what web and worker share)."""
+    import uuid
+
+    from knowledge.vectorstore import VectorStore
+
+    store = VectorStore(uri=milvus_server, collection=f"t_{uuid.uuid4().hex[:12]}")
+    try:
+        _hybrid_corpus(store)
+        hits = store.hybrid_search(_unit([1, 0, 0, 0]), "连接池 maximumPoolSize 怎么配置", top_k=3)
+        assert {h.doc_key for h in hits[:2]} == {"near.md", "words.md"}
+        _old = VectorStore(uri=milvus_server, collection=f"t_{uuid.uuid4().hex[:12]}")
+        _old_schema_collection(_old)
+        assert _old.lexical_fields_missing() == ["text", "sparse"]
+        _old.drop()
+    finally:
+        store.drop()
+        store.reset()

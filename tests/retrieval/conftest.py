@@ -45,6 +45,16 @@ def _fresh_retrieval_state(settings):
 
 
 @pytest.fixture
+def seeds_rules(settings):
+    """The seeds' rules exactly as FS-1..FS-6 state them: the seeds' thresholds (0.75 / 0.5, what
+    the seed corpus below was written for) and levels from the dense similarity alone (dense L1,
+    so no lexical evidence moves a level). The hybrid lookup is tested in test_hybrid_lookup.py."""
+    settings.RETRIEVAL_HIGHLY_RELEVANT_THRESHOLD = 0.75
+    settings.RETRIEVAL_REFERENCE_THRESHOLD = 0.5
+    settings.RETRIEVAL_L1_MODE = "dense"
+
+
+@pytest.fixture
 def session_id() -> str:
     """A session id of this test alone (the Redis store is shared by concurrent test runs)."""
     return f"test-{uuid.uuid4().hex}"
@@ -66,7 +76,8 @@ class Corpus:
         status: str = ApiDocument.Status.INDEXED,
     ) -> ApiDocument:
         """One document; each chunk is ``content`` or ``(heading, content)``. Chunk contents are
-        embedded as they are, so a test knows exactly what L1 compares a query with."""
+        embedded (and stored for BM25) as they are, so a test knows exactly what L1 compares a
+        query with."""
         pairs = [c if isinstance(c, tuple) else ("", c) for c in chunks]
         metadata: dict = {}
         if keywords is not None:
@@ -105,6 +116,7 @@ class Corpus:
                     domain=domain,
                     doc_key=doc_key,
                     chunk_index=i,
+                    text=pairs[i][1],
                 )
                 for i in range(len(pairs))
             ]

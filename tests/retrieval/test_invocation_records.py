@@ -10,6 +10,9 @@ from observability.services import invocation_record
 from retrieval.services import lookup_knowledge
 from tests.conftest import SERVICES_MODE
 
+# The seeds' levels on the seed corpus (see the seeds_rules fixture).
+pytestmark = pytest.mark.usefixtures("seeds_rules")
+
 DETAIL_KEYS = {
     "l0_titles",
     "l0_match_count",

@@ -11,7 +11,8 @@ from retrieval.services import lookup_knowledge
 from retrieval.tracker import get_tracker
 from tests.conftest import free_port
 
-pytestmark = pytest.mark.django_db
+# FS-2..FS-4 as the seeds state them (see the seeds_rules fixture).
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("seeds_rules")]
 
 SCORE_WORDS = ("score", "similarity", "distance")
 

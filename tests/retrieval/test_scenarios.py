@@ -4,7 +4,8 @@ import pytest
 
 from observability.models import ToolInvocation
 
-pytestmark = pytest.mark.django_db
+# FS-2..FS-4 as the seeds state them (see the seeds_rules fixture).
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("seeds_rules")]
 
 HINT_PRECISE = "知识库中不存在比上述结果更精准的文档"
 HINT_HIGHLY_RELEVANT = "当前结果已高度相关，继续检索不太可能找到更精准的文档"

@@ -51,6 +51,9 @@ def test_a_staff_applied_calibration_takes_effect_without_a_restart(settings, dj
     from observability.models import ThresholdCalibration
 
     settings.RETRIEVAL_INDEX_REFRESH_MS = 0
+    # Explicit settings (without them the model's profile is the base: tests/retrieval/test_profiles.py).
+    settings.RETRIEVAL_HIGHLY_RELEVANT_THRESHOLD = 0.75
+    settings.RETRIEVAL_REFERENCE_THRESHOLD = 0.5
     assert current_thresholds().source == "settings"
     staff = django_user_model.objects.create_user("staff", is_staff=True)
     row = ThresholdCalibration.objects.create(
