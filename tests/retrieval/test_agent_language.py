@@ -176,6 +176,7 @@ def test_a_hard_domain_block_and_a_vector_outage_are_explained_in_english(
     english, english_corpus, session_id, settings
 ):
     settings.RETRIEVAL_DOMAIN_DEDUP = "hard"
+    settings.RETRIEVAL_MAX_SUPPLEMENT = 0  # the first lookup hands over its primary only
     lookup_knowledge(query="database connection pool configuration", session_id=session_id)
     blocked = lookup_knowledge(query="connection pool exhausted", session_id=session_id)
     assert blocked.body["message"].startswith("This session already retrieved the domain 'ops'")

@@ -7,17 +7,18 @@ documents: ``version`` (a number) and ``published`` (a date), and one document u
 
 from __future__ import annotations
 
-import hashlib
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.core.cache import cache
 from django.utils import timezone
+from rest_framework.authtoken.models import Token
 
 from knowledge.models import ApiDocument
 from knowledge.vectorstore import reset_vector_store
 from observability.models import ToolInvocation
 from retrieval.dify_conditions import ConditionError, metadata_condition_clean
+from retrieval.throttling import AgentThrottle, agent_budget_id
 from retrieval.tokens import tool_token_issue
 from tests.conftest import free_port
 from tests.retrieval.conftest import seed_documents
@@ -165,7 +166,8 @@ def test_a_throttled_call_is_answered_when_difys_retry_comes_after_the_window(wo
         **settings.REST_FRAMEWORK,
         "DEFAULT_THROTTLE_RATES": {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "tool": "1/min"},
     }
-    throttle_key = f"throttle_tool_t{hashlib.sha256(world.api_key.encode()).hexdigest()[:32]}"
+    user = Token.objects.get(key=world.api_key).user
+    throttle_key = AgentThrottle().agent_key(agent_budget_id(user))  # the agent's one budget
     first = world.retrieve(query="数据库连接池配置", knowledge_id="*")
 
     def window_passes(attempt, response):
