@@ -23,6 +23,7 @@ from django.core.exceptions import ValidationError
 
 from knowledge.embeddings import EmbeddingError
 from knowledge.models import ApiDocument, DocumentChunk, KnowledgeDomain
+from knowledge.selectors import documents_searchable
 from knowledge.vectorstore import VectorStoreError, get_vector_store
 from observability.models import ToolInvocation
 from observability.services import invocation_record
@@ -227,9 +228,9 @@ def _search(request: DifyRequest) -> tuple[list[dict], dict]:
     started = time.perf_counter()
     documents = {
         row["doc_key"]: row
-        for row in ApiDocument.objects.filter(
-            doc_key__in={h.doc_key for h in hits}, status=ApiDocument.Status.INDEXED
-        ).values("id", "doc_key", "title", "domain", "metadata")
+        for row in documents_searchable()
+        .filter(doc_key__in={h.doc_key for h in hits})
+        .values("id", "doc_key", "title", "domain", "metadata")
     }
     chosen = []
     for hit in hits:  # closest first

@@ -38,7 +38,7 @@ from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db.models.functions import Length
 
 from knowledge.embeddings import EmbeddingError
-from knowledge.models import ApiDocument
+from knowledge.selectors import documents_searchable
 from knowledge.vectorstore import VectorStoreError
 from observability.models import ToolInvocation
 from observability.services import invocation_record
@@ -297,10 +297,11 @@ def _lookup_run(
     t = time.perf_counter()
     l0_considered = l0_all[:L0_CANDIDATES]
     keys = {m.doc_key for m in l0_considered} | {h.doc_key for h in hits}
-    # By doc_key alone, status checked here: with "status = INDEXED" in the WHERE clause SQLite
-    # prefers the status index and walks every indexed document (tens of ms at 10,000).
+    # Searchable = has an indexed version (a document being re-indexed still answers); SQLite
+    # finds these by the doc_key index (the status index made it walk every indexed document).
     rows = (
-        ApiDocument.objects.filter(doc_key__in=keys)
+        documents_searchable()
+        .filter(doc_key__in=keys)
         .annotate(content_len=Length("content"))
         .order_by()
         .values("id", "doc_key", "title", "domain", "content_len", "status")
@@ -314,7 +315,6 @@ def _lookup_run(
             content_len=row["content_len"],
         )
         for row in rows
-        if row["status"] == ApiDocument.Status.INDEXED
     }
     timings["documents_ms"] = _ms(time.perf_counter() - t)
     l0 = [m for m in l0_considered if m.doc_key in documents]

@@ -7,6 +7,14 @@ from config.env import env
 INGEST_MAX_FILE_BYTES = env.int("INGEST_MAX_FILE_BYTES", default=5 * 1024 * 1024)
 INGEST_MAX_FILES_PER_UPLOAD = env.int("INGEST_MAX_FILES_PER_UPLOAD", default=200)
 INGEST_MAX_UNZIPPED_BYTES = env.int("INGEST_MAX_UNZIPPED_BYTES", default=50 * 1024 * 1024)
+# Converted formats (PDF, DOCX, PPTX, XLSX, CSV, HTML; knowledge/converters): the conversion runs
+# in a child process of the worker with this memory ceiling and time limit, so a hostile file
+# costs that child, not the worker. Past INGEST_MAX_PDF_PAGES pages (or slides) or
+# INGEST_MAX_CONVERTED_CHARS characters of text a file is refused.
+INGEST_CONVERT_TIMEOUT_SECONDS = env.float("INGEST_CONVERT_TIMEOUT_SECONDS", default=120.0)
+INGEST_CONVERT_MEMORY_MB = env.int("INGEST_CONVERT_MEMORY_MB", default=1024)
+INGEST_MAX_PDF_PAGES = env.int("INGEST_MAX_PDF_PAGES", default=2000)
+INGEST_MAX_CONVERTED_CHARS = env.int("INGEST_MAX_CONVERTED_CHARS", default=5_000_000)
 CHUNK_TARGET_CHARS = env.int("CHUNK_TARGET_CHARS", default=800)
 CHUNK_OVERLAP_CHARS = env.int("CHUNK_OVERLAP_CHARS", default=100)
 # Django refuses requests with more than 100 files before any view runs (a bare 400); let one

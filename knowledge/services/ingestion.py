@@ -34,6 +34,7 @@ from knowledge.embeddings import EmbeddingError, embedding_signature, get_embedd
 from knowledge.models import ApiDocument, DocumentChunk, chunk_id_for
 from knowledge.parsing import OWNED_METADATA_KEYS, DocumentParseError, ParsedDocument, parse_document
 from knowledge.services import domains
+from knowledge.services.conversion import document_convert, document_original_store
 from knowledge.services.locks import LockTimeout, document_lock
 from knowledge.vectorstore import ChunkVector, VectorStoreError, VectorStoreMismatch, get_vector_store
 
@@ -86,7 +87,7 @@ def chunk_embedding_text(*, title: str, heading_path: tuple[str, ...], content: 
 def document_chunks(document: ApiDocument) -> list[Chunk]:
     return chunk_document(
         document.content,
-        markdown=(document.metadata or {}).get("format", "markdown") == "markdown",
+        markdown=(document.metadata or {}).get("format", "markdown") != "text",  # converted = Markdown
         target=settings.CHUNK_TARGET_CHARS,
         overlap=settings.CHUNK_OVERLAP_CHARS,
     )
@@ -125,7 +126,9 @@ def _merged_metadata(old: dict, parsed: ParsedDocument) -> dict:
     old = dict(old or {})
     previous_front = set(old.get("frontmatter_keys") or [])
     for key in OWNED_METADATA_KEYS:
-        old.pop(key, None)
+        # A file still to convert keeps its previous keywords etc. until the conversion replaces them.
+        if not parsed.needs_conversion or key in parsed.metadata:
+            old.pop(key, None)
     for key in ("covers", "when_to_retrieve"):
         if key in previous_front:
             old.pop(key, None)
@@ -169,6 +172,7 @@ def document_ingest(*, data: bytes, name: str, domain: str | None = None) -> Ing
             # The same key uploaded concurrently: the other upload created it; replace it.
             existing = ApiDocument.objects.select_for_update().get(doc_key=parsed.doc_key)
         else:
+            document_original_store(document=document, data=data, name=name)
             _queue_index(document.id)
             _domains_changed(document.domain)
             return IngestResult(outcome=ADDED, name=name, document=document)
@@ -185,14 +189,16 @@ def document_ingest(*, data: bytes, name: str, domain: str | None = None) -> Ing
     old_domain = existing.domain
     # A previous run that failed or died may have left vectors behind; the status is reset below.
     repair = existing.status != ApiDocument.Status.INDEXED or bool(existing.error)
-    existing.title = parsed.title
+    if not parsed.needs_conversion:  # a converted format keeps its text until the worker converts
+        existing.title = parsed.title
+        existing.content = parsed.body
     existing.domain = parsed.domain
-    existing.content = parsed.body
     existing.content_hash = parsed.content_hash
     existing.metadata = _merged_metadata(existing.metadata, parsed)
     existing.status = ApiDocument.Status.PENDING
     existing.error = ""
     existing.save()
+    document_original_store(document=existing, data=data, name=name)
     _queue_index(existing.id, repair=repair)
     _domains_changed(old_domain, existing.domain)
     return IngestResult(outcome=UPDATED, name=name, document=existing)
@@ -250,6 +256,9 @@ def _document_index_locked(*, document_id: int, final_attempt: bool, repair: boo
     )
     if not _set_status(document_id, version, ApiDocument.Status.INDEXING):
         return IndexResult(status="superseded")
+    failure = document_convert(document=document)  # PDF, DOCX...: Markdown first, in a sandbox
+    if failure is not None:
+        return IndexResult(status=ApiDocument.Status.FAILED, error=failure)
 
     timings: dict[str, float] = {}
     try:
@@ -323,6 +332,7 @@ def _document_index_locked(*, document_id: int, final_attempt: bool, repair: boo
                         chunk_index=c.index,
                         heading_path=c.heading_path_text[:1024],
                         content=c.content,
+                        pages=c.pages_text,
                     )
                     for c in chunks
                 ]

@@ -7,6 +7,7 @@ import time
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from knowledge.models import ApiDocument
 from retrieval.keyword_index import IndexedDocument, KeywordIndex, keyword_index_get, text_normalise
@@ -22,6 +23,7 @@ def _doc(doc_key, title, domain="d", **metadata):
         content_hash="h",
         metadata=metadata,
         status=ApiDocument.Status.INDEXED,
+        indexed_at=timezone.now(),
     )
 
 
