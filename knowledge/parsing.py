@@ -64,8 +64,7 @@ OWNED_METADATA_KEYS = (
     "source_name",
     "frontmatter_keys",
     "page_count",
-    "original_sha256",
-    "converted_sha256",
+    "text_sha256",
 )
 
 MAX_DOC_KEY_CHARS = 255
@@ -102,11 +101,6 @@ class ParsedDocument:
     @property
     def is_markdown(self) -> bool:
         return self.metadata.get("format") == "markdown"
-
-    @property
-    def needs_conversion(self) -> bool:
-        """A PDF, DOCX, ... : its text comes from the worker's conversion, not from this parse."""
-        return self.metadata.get("format") in CONVERTED_FORMATS.values()
 
 
 # --- bytes to text ------------------------------------------------------------------------------
@@ -319,7 +313,8 @@ def _parse_convertible(data: bytes, *, doc_key: str, fmt: str, domain: str | Non
         raise DocumentParseError("domain", f"a .{fmt} file names no domain; choose one at upload")
     chosen = validate_domain(domain)
     digest = original_sha256(data)
-    metadata = {"format": fmt, "source_name": PurePosixPath(doc_key).name, "original_sha256": digest}
+    # No text_sha256: the text comes from the worker's conversion (knowledge.services.versions).
+    metadata = {"format": fmt, "source_name": PurePosixPath(doc_key).name}
     # The bytes decide "unchanged" (with the domain they go to): the text is not known yet.
     content_hash = hashlib.sha256(f"{fmt}\0{chosen}\0{digest}".encode()).hexdigest()
     return ParsedDocument(
@@ -330,6 +325,34 @@ def _parse_convertible(data: bytes, *, doc_key: str, fmt: str, domain: str | Non
         metadata=metadata,
         content_hash=content_hash,
     )
+
+
+def parsed_from_conversion(
+    *,
+    doc_key: str,
+    domain: str,
+    fmt: str,
+    markdown: str,
+    title: str,
+    keywords: list[str],
+    description: str,
+    page_count: int | None,
+    text_sha256: str,
+) -> ParsedDocument:
+    """The document a converter's Markdown makes (the worker's half of ``_parse_convertible``)."""
+    metadata: dict[str, Any] = {
+        "keywords": _string_list(keywords[:MAX_LIST_ITEMS], "keywords"),
+        "aliases": [],
+        "description": description[:2000],
+        "extra": {},
+        "format": fmt,
+        "source_name": PurePosixPath(doc_key).name,
+        "text_sha256": text_sha256,
+    }
+    if page_count is not None:
+        metadata["page_count"] = page_count
+    title = (title or first_heading(markdown) or PurePosixPath(doc_key).stem)[:MAX_TITLE_CHARS]
+    return ParsedDocument(doc_key=doc_key, title=title, domain=domain, body=markdown, metadata=metadata)
 
 
 def parse_document(data: bytes, *, name: str, domain: str | None = None) -> ParsedDocument:
@@ -366,7 +389,8 @@ def parse_document(data: bytes, *, name: str, domain: str | None = None) -> Pars
         "format": fmt,
         "encoding": encoding,
         "source_name": PurePosixPath(doc_key).name,
-        "original_sha256": original_sha256(data),
+        # Which uploaded bytes this text comes from (knowledge.services.versions).
+        "text_sha256": original_sha256(data),
     }
     if front.get("covers") is not None:
         metadata["covers"] = _string_list(front["covers"], "covers")

@@ -19,6 +19,7 @@ import yaml
 from django.conf import settings
 from django.db.models import Q, QuerySet
 
+from knowledge.map_budget import map_fit
 from knowledge.models import ApiDocument, KnowledgeDomain
 
 #: "has an indexed version": every version agentkb indexes sets ``indexed_at`` and a re-index
@@ -50,21 +51,24 @@ PLANNER_PROMPT_TEMPLATE = "prompts/chat_planner_prompt.md"
 KNOWLEDGE_MAP_PLACEHOLDER = "{{ knowledge_map }}"
 
 
-def knowledge_map_build() -> dict:
+def knowledge_map_build(*, max_chars: int | None = None) -> dict:
     """``{"available_knowledge_domains": [{domain_id, description, when_to_retrieve, documents:
-    [{title, covers}]}]}``, domains by id, documents by title. Two queries whatever the size."""
+    [{title, covers}], more_documents?}]}``, domains by id, documents by title. Two queries
+    whatever the size. Within ``max_chars`` of YAML (default ``PLANNER_MAP_MAX_CHARS``; 0 = no
+    budget): every domain kept, each listing its most useful documents and a count of the rest
+    (``knowledge.map_budget``)."""
     documents_by_domain: dict[str, list[dict]] = {}
     rows = (
         documents_searchable()
         .order_by("domain", "title", "doc_key")
-        .values_list("domain", "title", "metadata")
+        .values_list("domain", "title", "metadata", "chunk_count")
     )
-    for domain_id, title, metadata in rows:
+    for domain_id, title, metadata, chunk_count in rows:
         covers = (metadata or {}).get("covers") or []
         if not isinstance(covers, list):
             covers = [covers]
         documents_by_domain.setdefault(domain_id, []).append(
-            {"title": title, "covers": [str(c) for c in covers]}
+            {"title": title, "covers": [str(c) for c in covers], "_chunks": chunk_count}
         )
 
     guidance = {
@@ -84,7 +88,8 @@ def knowledge_map_build() -> dict:
                 "documents": documents_by_domain[domain_id],
             }
         )
-    return {"available_knowledge_domains": domains}
+    budget = settings.PLANNER_MAP_MAX_CHARS if max_chars is None else max_chars
+    return {"available_knowledge_domains": map_fit(domains, max_chars=budget)}
 
 
 def knowledge_map_yaml(knowledge_map: dict | None = None) -> str:

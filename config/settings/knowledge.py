@@ -25,6 +25,12 @@ DATA_UPLOAD_MAX_NUMBER_FILES = max(100, INGEST_MAX_FILES_PER_UPLOAD + 1)
 # A domain's when_to_retrieve is regenerated this many seconds after the last change to its
 # documents: a burst of uploads inside the window costs one LLM call.
 DOMAIN_SUMMARY_DEBOUNCE_SECONDS = env.float("DOMAIN_SUMMARY_DEBOUNCE_SECONDS", default=10.0)
+# ... but never later than this after the first change still waiting for one: steady uploads
+# into a domain cannot postpone its summary forever.
+DOMAIN_SUMMARY_MAX_DELAY_SECONDS = env.float("DOMAIN_SUMMARY_MAX_DELAY_SECONDS", default=300.0)
+# The planner's knowledge map (YAML) is kept within this many characters: above it each domain
+# lists its most useful documents and a count of the rest (0 = no budget).
+PLANNER_MAP_MAX_CHARS = env.int("PLANNER_MAP_MAX_CHARS", default=24_000)
 
 # --- Upkeep (knowledge/services/maintenance.py) ---------------------------------------------------
 # A document PENDING this long is queued again by the sweep (its message was lost or the broker

@@ -69,7 +69,17 @@ def domain_documents_changed(*, domain_id: str) -> KnowledgeDomain:
     when_to_retrieve (sent after commit, DOMAIN_SUMMARY_DEBOUNCE_SECONDS later).
     """
     domain = domain_document_count_refresh(domain_id=domain_id)
-    return _regeneration_request(domain=domain, countdown=settings.DOMAIN_SUMMARY_DEBOUNCE_SECONDS)
+    return _regeneration_request(domain=domain, countdown=_debounced_countdown(domain))
+
+
+def _debounced_countdown(domain: KnowledgeDomain) -> float:
+    """The debounce window, cut short so the regeneration runs at most
+    DOMAIN_SUMMARY_MAX_DELAY_SECONDS after the oldest change still waiting for one."""
+    window = float(settings.DOMAIN_SUMMARY_DEBOUNCE_SECONDS)
+    if domain.dirty_since is None:
+        return window
+    waited = (timezone.now() - domain.dirty_since).total_seconds()
+    return max(0.0, min(window, float(settings.DOMAIN_SUMMARY_MAX_DELAY_SECONDS) - waited))
 
 
 @transaction.atomic
@@ -222,6 +232,7 @@ def domain_summary_regenerate(*, domain_id: str, expected_seq: int | None = None
         if not acquired:
             return Outcome.BUSY
         KnowledgeDomain.objects.get_or_create(domain_id=domain_id)
+        started_at = timezone.now()
         # Read the seq now: a change that lands while the LLM thinks leaves the domain dirty.
         seq_at_start = (
             KnowledgeDomain.objects.filter(domain_id=domain_id).values_list("change_seq", flat=True).first()
@@ -251,14 +262,18 @@ def domain_summary_regenerate(*, domain_id: str, expected_seq: int | None = None
                 domain_summary_failure_record(domain_id=domain_id, error=summary.reason, final=True)
                 return Outcome.FAILED
         _summary_store(
-            domain_id=domain_id, summary=summary, seq_at_start=seq_at_start, has_documents=bool(documents)
+            domain_id=domain_id,
+            summary=summary,
+            seq_at_start=seq_at_start,
+            has_documents=bool(documents),
+            started_at=started_at,
         )
     return Outcome.REGENERATED
 
 
 @transaction.atomic
 def _summary_store(
-    *, domain_id: str, summary: DomainSummary, seq_at_start: int | None, has_documents: bool
+    *, domain_id: str, summary: DomainSummary, seq_at_start: int | None, has_documents: bool, started_at
 ) -> None:
     domain = KnowledgeDomain.objects.select_for_update().get(domain_id=domain_id)
     if domain.summary_source != Source.MANUAL:
@@ -273,7 +288,9 @@ def _summary_store(
         domain.dirty_since = None
         domain.summary_state = State.OK
     else:
-        # Changed while we worked: that change's task is queued and will run after us.
+        # Changed while we worked: that change's task is queued and will run after us. Only the
+        # changes since this run started are waiting now (what the maximum delay counts from).
+        domain.dirty_since = started_at
         domain.summary_state = State.PENDING
     domain.save()
 

@@ -30,12 +30,19 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from knowledge.chunking import Chunk, chunk_document
+from knowledge.converters import ConversionError
 from knowledge.embeddings import EmbeddingError, embedding_signature, get_embedder
 from knowledge.models import ApiDocument, DocumentChunk, chunk_id_for
-from knowledge.parsing import OWNED_METADATA_KEYS, DocumentParseError, ParsedDocument, parse_document
+from knowledge.parsing import DocumentParseError, parse_document
 from knowledge.services import domains
-from knowledge.services.conversion import document_convert, document_original_store
 from knowledge.services.locks import LockTimeout, document_lock
+from knowledge.services.versions import (
+    document_original_store,
+    document_version_apply,
+    document_version_prepare,
+    document_version_refused,
+    metadata_merged,
+)
 from knowledge.vectorstore import ChunkVector, VectorStoreError, VectorStoreMismatch, get_vector_store
 
 logger = logging.getLogger(__name__)
@@ -118,24 +125,6 @@ def _domains_changed(*domain_ids: str) -> None:
         transaction.on_commit(lambda d=domain_id: domains.domain_documents_changed(domain_id=d), robust=True)
 
 
-def _merged_metadata(old: dict, parsed: ParsedDocument) -> dict:
-    """The upload's metadata, keeping keys other services wrote (generated covers, staff edits).
-
-    Keys the previous upload set from its frontmatter go: a file that drops ``covers`` drops them.
-    """
-    old = dict(old or {})
-    previous_front = set(old.get("frontmatter_keys") or [])
-    for key in OWNED_METADATA_KEYS:
-        # A file still to convert keeps its previous keywords etc. until the conversion replaces them.
-        if not parsed.needs_conversion or key in parsed.metadata:
-            old.pop(key, None)
-    for key in ("covers", "when_to_retrieve"):
-        if key in previous_front:
-            old.pop(key, None)
-            old.pop(f"{key}_source", None)
-    return {**old, **parsed.metadata}
-
-
 def _check_size(data: bytes) -> None:
     limit = settings.INGEST_MAX_FILE_BYTES
     if len(data) > limit:
@@ -189,12 +178,10 @@ def document_ingest(*, data: bytes, name: str, domain: str | None = None) -> Ing
     old_domain = existing.domain
     # A previous run that failed or died may have left vectors behind; the status is reset below.
     repair = existing.status != ApiDocument.Status.INDEXED or bool(existing.error)
-    if not parsed.needs_conversion:  # a converted format keeps its text until the worker converts
-        existing.title = parsed.title
-        existing.content = parsed.body
+    # Title, text and metadata stay at the indexed version until the new one is swapped in with
+    # its chunks (knowledge.services.versions): lookups keep answering meanwhile.
     existing.domain = parsed.domain
     existing.content_hash = parsed.content_hash
-    existing.metadata = _merged_metadata(existing.metadata, parsed)
     existing.status = ApiDocument.Status.PENDING
     existing.error = ""
     existing.save()
@@ -256,9 +243,14 @@ def _document_index_locked(*, document_id: int, final_attempt: bool, repair: boo
     )
     if not _set_status(document_id, version, ApiDocument.Status.INDEXING):
         return IndexResult(status="superseded")
-    failure = document_convert(document=document)  # PDF, DOCX...: Markdown first, in a sandbox
-    if failure is not None:
-        return IndexResult(status=ApiDocument.Status.FAILED, error=failure)
+    try:  # a re-upload's text (PDF, DOCX...: converted in a sandbox), swapped in with its chunks
+        prepared = document_version_prepare(document=document)
+    except ConversionError as exc:
+        document_version_refused(document=document, version=version, reason=exc.reason)
+        return IndexResult(status=ApiDocument.Status.FAILED, error=exc.reason)
+    if prepared is not None:
+        document.title, document.content = prepared.title, prepared.body
+        document.metadata = metadata_merged(document.metadata, prepared)
 
     timings: dict[str, float] = {}
     try:
@@ -341,7 +333,10 @@ def _document_index_locked(*, document_id: int, final_attempt: bool, repair: boo
             current.error = ""
             current.chunk_count = len(chunks)
             current.indexed_at = timezone.now()
-            current.save(update_fields=["status", "error", "chunk_count", "indexed_at", "updated_at"])
+            version_fields = document_version_apply(current=current, prepared=prepared)
+            current.save(
+                update_fields=["status", "error", "chunk_count", "indexed_at", "updated_at", *version_fields]
+            )
             transaction.on_commit(lambda: domains.document_indexed(document_id=document_id), robust=True)
             outcome = IndexResult(status=ApiDocument.Status.INDEXED, chunk_count=len(chunks))
     timings["commit_s"] = time.perf_counter() - started
