@@ -38,6 +38,12 @@ PLANNER_MAP_MAX_CHARS = env.int("PLANNER_MAP_MAX_CHARS", default=24_000)
 INGEST_REQUEUE_AFTER_SECONDS = env.int("INGEST_REQUEUE_AFTER_SECONDS", default=300)
 # Hour (UTC) of the nightly `check_index --repair` run by beat.
 INDEX_CHECK_HOUR = env.int("INDEX_CHECK_HOUR", default=3)
+# Folders beat mirrors (`sync_documents` on a schedule): "path=domain,other/path=" (an empty
+# domain: from the subfolders / frontmatter), every SYNC_INTERVAL_SECONDS; SYNC_PRUNE deletes
+# documents whose file is gone.
+SYNC_SOURCES = env.dict("SYNC_SOURCES", default={})
+SYNC_INTERVAL_SECONDS = env.int("SYNC_INTERVAL_SECONDS", default=15 * 60)
+SYNC_PRUNE = env.bool("SYNC_PRUNE", default=False)
 KNOWLEDGE_BEAT_SCHEDULE = {
     "knowledge-pending-requeue": {"task": "knowledge.pending_documents_requeue", "schedule": 5 * 60},
     "knowledge-index-check": {
@@ -45,3 +51,8 @@ KNOWLEDGE_BEAT_SCHEDULE = {
         "schedule": crontab(hour=INDEX_CHECK_HOUR, minute=17),
     },
 }
+if SYNC_SOURCES:
+    KNOWLEDGE_BEAT_SCHEDULE["knowledge-sync-sources"] = {
+        "task": "knowledge.sync_sources",
+        "schedule": SYNC_INTERVAL_SECONDS,
+    }
