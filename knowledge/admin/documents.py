@@ -20,8 +20,9 @@ from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from knowledge.models import ApiDocument, DocumentOriginal, KnowledgeDomain
+from knowledge.models import ApiDocument, DocumentOriginal
 from knowledge.parsing import DocumentParseError, normalise_doc_key, parse_document, validate_domain
+from knowledge.selectors import domain_ids_known
 from knowledge.services.ingestion import (
     ADDED,
     FAILED,
@@ -44,9 +45,7 @@ _OUTCOME_TEXT = {
 
 # --- forms -------------------------------------------------------------------------------------
 def _domain_choices() -> list[tuple[str, str]]:
-    known = set(KnowledgeDomain.objects.values_list("domain_id", flat=True))
-    known |= set(ApiDocument.objects.values_list("domain", flat=True).distinct())
-    return [("", _("— from the frontmatter —"))] + [(d, d) for d in sorted(known)]
+    return [("", _("— from the frontmatter —"))] + [(d, d) for d in domain_ids_known()]
 
 
 def _domain_field() -> forms.ChoiceField:

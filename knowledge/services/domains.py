@@ -2,7 +2,7 @@
 
 Flow (seed 004 Part B, "注入链路"):
 
-    document indexed ──> document_indexed() ──> covers / when_to_retrieve filled (task)
+    document indexed ──> document_metadata.document_indexed() ──> covers / when_to_retrieve filled
                                                       │
     upload, re-upload, delete, metadata edit ──> domain_documents_changed()
         bumps change_seq, queues domain_summary_regenerate_task(seq) with countdown = window
@@ -31,6 +31,7 @@ from django.utils import timezone
 
 from knowledge.llm import LLMError, LLMUnavailable, get_llm_client
 from knowledge.models import ApiDocument, KnowledgeDomain
+from knowledge.selectors import domain_ids_with_documents
 from knowledge.summaries import (
     INVALID_OUTPUT_ATTEMPTS,
     DomainDocument,
@@ -113,33 +114,6 @@ def _regeneration_request(*, domain: KnowledgeDomain, countdown: float) -> Knowl
 
     transaction.on_commit(send)
     return domain
-
-
-def document_indexed(*, document_id: int) -> None:
-    """Call (on commit) once a document reached INDEXED.
-
-    Queues the filling of its covers / when_to_retrieve when its frontmatter lacks them (that
-    task then reports the domain changed); otherwise reports the domain changed at once.
-    """
-    from knowledge.services.document_metadata import document_summary_needed
-
-    document = (
-        ApiDocument.objects.filter(pk=document_id)
-        .only("id", "domain", "status", "metadata", "content_hash")
-        .first()
-    )
-    if document is None or document.status != ApiDocument.Status.INDEXED:
-        return
-    if document_summary_needed(document=document):
-
-        def send() -> None:
-            from knowledge.tasks.domains import document_summary_fill_task
-
-            document_summary_fill_task.delay(document_id)
-
-        transaction.on_commit(send)
-    else:
-        domain_documents_changed(domain_id=document.domain)
 
 
 # --- Regeneration ------------------------------------------------------------------------------
@@ -355,11 +329,7 @@ def domain_guidance_update(
 def domains_missing_summary() -> list[str]:
     """Domains with INDEXED documents but no knowledge_domain row or an empty when_to_retrieve
     (the seeds' loadIndex check)."""
-    with_documents = set(
-        ApiDocument.objects.filter(status=ApiDocument.Status.INDEXED)
-        .values_list("domain", flat=True)
-        .distinct()
-    )
+    with_documents = set(domain_ids_with_documents(searchable_only=True))
     complete = set(
         KnowledgeDomain.objects.filter(domain_id__in=with_documents)
         .exclude(when_to_retrieve__isnull=True)

@@ -35,6 +35,7 @@ from knowledge.embeddings import EmbeddingError, embedding_signature, get_embedd
 from knowledge.models import ApiDocument, DocumentChunk, chunk_id_for
 from knowledge.parsing import DocumentParseError, parse_document
 from knowledge.services import domains
+from knowledge.services.document_metadata import document_indexed
 from knowledge.services.locks import LockTimeout, document_lock
 from knowledge.services.versions import (
     document_original_store,
@@ -337,7 +338,7 @@ def _document_index_locked(*, document_id: int, final_attempt: bool, repair: boo
             current.save(
                 update_fields=["status", "error", "chunk_count", "indexed_at", "updated_at", *version_fields]
             )
-            transaction.on_commit(lambda: domains.document_indexed(document_id=document_id), robust=True)
+            transaction.on_commit(lambda: document_indexed(document_id=document_id), robust=True)
             outcome = IndexResult(status=ApiDocument.Status.INDEXED, chunk_count=len(chunks))
     timings["commit_s"] = time.perf_counter() - started
 
