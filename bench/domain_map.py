@@ -103,6 +103,7 @@ def main() -> None:
 
     from django.conf import settings
     from django.test.utils import setup_test_environment
+    from django.utils import timezone
     from rest_framework.test import APIClient
 
     from knowledge.models import ApiDocument, KnowledgeDomain
@@ -133,6 +134,7 @@ def main() -> None:
                     content="x",
                     content_hash=f"h{d}-{i}",
                     status=ApiDocument.Status.INDEXED,
+                    indexed_at=timezone.now(),
                     metadata={
                         "covers": [f"场景 {i} A", f"场景 {i} B", f"scenario {i} C"],
                         "covers_source": "manual",

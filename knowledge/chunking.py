@@ -12,6 +12,10 @@ Rules, in order of precedence:
 4. Neighbouring chunks of one section overlap by up to ``overlap``: the next chunk repeats the
    previous chunk's last sentences (never part of a fence or a table).
 
+Paged documents (converted PDFs and slide decks) carry ``<!-- page N -->`` lines where each page
+starts. They are not text: the chunker drops them and gives every chunk the pages its text comes
+from (``Chunk.pages``), so an agent can cite "page 3".
+
 Sizes are CJK-aware: a CJK character counts as two. One CJK character carries roughly what a
 short English word does and costs about one model token, so counting it as two keeps a chunk of
 Chinese text inside the embedding model's token window (512) when the target is 800.
@@ -30,10 +34,16 @@ _CJK = re.compile(
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$")
 _HEADING_EMPTY = re.compile(r"^ {0,3}(#{1,6})[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+_PAGE_MARKER = re.compile(r"^<!-- page (\d{1,6}) -->$")
 _TABLE_DELIMITER = re.compile(r"^\s*\|?\s*:?-{1,}:?\s*(\|\s*:?-{1,}:?\s*)*\|?\s*$")
 # A sentence ends at Chinese/Western end punctuation (with closing quotes or brackets), at a
 # full stop followed by a space, or at a line end; the whitespace after it stays with it.
 _SENTENCE_END = re.compile(r"(?:[。！？；!?…]+[”’」』）)\"']*|\.(?=\s)|\n)\s*")
+
+
+def page_marker(number: int) -> str:
+    """The line that says page ``number`` starts here (written by the PDF and PPTX converters)."""
+    return f"<!-- page {number} -->"
 
 
 def text_size(text: str) -> int:
@@ -48,6 +58,16 @@ class Chunk:
     content: str
     #: how many leading characters of ``content`` repeat the end of the previous chunk
     overlap_chars: int = 0
+    #: the pages the chunk's own text comes from (paged documents only)
+    pages: tuple[int, ...] = ()
+
+    @property
+    def pages_text(self) -> str:
+        """``"3"`` or ``"3-4"``; empty for documents without pages."""
+        if not self.pages:
+            return ""
+        first, last = min(self.pages), max(self.pages)
+        return str(first) if first == last else f"{first}-{last}"
 
     @property
     def heading_path_text(self) -> str:
@@ -63,6 +83,7 @@ class Chunk:
 class _Block:
     kind: str  # "text", "code", "table"
     text: str
+    page: int | None = None
 
 
 @dataclass
@@ -70,6 +91,7 @@ class _Section:
     path: tuple[str, ...]
     heading: str  # the heading line itself ("" before the first heading)
     blocks: list[_Block]
+    page: int | None = None  # the page the heading is on
 
 
 # --- reading blocks ----------------------------------------------------------------------------
@@ -87,15 +109,24 @@ def _sections(body: str, *, markdown: bool) -> list[_Section]:
     sections = [_Section(path=(), heading="", blocks=[])]
     stack: list[tuple[int, str]] = []
     paragraph: list[str] = []
+    page: int | None = None
 
     def end_paragraph() -> None:
         if paragraph:
-            sections[-1].blocks.append(_Block("text", "\n".join(paragraph)))
+            sections[-1].blocks.append(_Block("text", "\n".join(paragraph), page))
             paragraph.clear()
 
     i = 0
     while i < len(lines):
         line = lines[i]
+        marker = _PAGE_MARKER.match(line.strip()) if markdown else None
+        if marker:
+            end_paragraph()
+            page = int(marker.group(1))
+            if not sections[-1].blocks and sections[-1].page is None:
+                sections[-1].page = page
+            i += 1
+            continue
         if not markdown:
             if line.strip():
                 paragraph.append(line)
@@ -119,7 +150,7 @@ def _sections(body: str, *, markdown: bool) -> list[_Section]:
                     break
                 j += 1
             # An unclosed fence runs to the end of the document, as CommonMark reads it.
-            sections[-1].blocks.append(_Block("code", "\n".join(lines[i : j + 1])))
+            sections[-1].blocks.append(_Block("code", "\n".join(lines[i : j + 1]), page))
             i = j + 1
             continue
         heading = _HEADING.match(line) or _HEADING_EMPTY.match(line)
@@ -130,7 +161,9 @@ def _sections(body: str, *, markdown: bool) -> list[_Section]:
             while stack and stack[-1][0] >= level:
                 stack.pop()
             stack.append((level, title))
-            sections.append(_Section(path=tuple(t for _, t in stack if t), heading=line.strip(), blocks=[]))
+            sections.append(
+                _Section(path=tuple(t for _, t in stack if t), heading=line.strip(), blocks=[], page=page)
+            )
             i += 1
             continue
         if _is_table_start(lines, i):
@@ -138,7 +171,7 @@ def _sections(body: str, *, markdown: bool) -> list[_Section]:
             j = i + 2
             while j < len(lines) and lines[j].strip() and "|" in lines[j]:
                 j += 1
-            sections[-1].blocks.append(_Block("table", "\n".join(lines[i:j])))
+            sections[-1].blocks.append(_Block("table", "\n".join(lines[i:j]), page))
             i = j
             continue
         if line.strip():
@@ -203,6 +236,7 @@ class _Piece:
     text: str
     joiner: str  # what goes between the previous piece and this one
     splittable: bool  # prose (may be repeated as overlap) vs a fence/table/heading
+    pages: tuple[int, ...] = ()
 
 
 def _section_pieces(section: _Section, carried: str, target: int) -> list[_Piece]:
@@ -210,18 +244,20 @@ def _section_pieces(section: _Section, carried: str, target: int) -> list[_Piece
     prefix = "\n\n".join(p for p in (carried, section.heading) if p)
     pieces: list[_Piece] = []
     for block in section.blocks:
+        pages = (block.page,) if block.page is not None else ()
         if block.kind == "text":
             parts = _text_pieces(block.text, target)
-            pieces.append(_Piece(parts[0], "\n\n", True))
-            pieces.extend(_Piece(p, "", True) for p in parts[1:])
+            pieces.append(_Piece(parts[0], "\n\n", True, pages))
+            pieces.extend(_Piece(p, "", True, pages) for p in parts[1:])
         else:
-            pieces.append(_Piece(block.text, "\n\n", False))
+            pieces.append(_Piece(block.text, "\n\n", False, pages))
+    heading_pages = (section.page,) if section.page is not None and section.heading else ()
     if prefix:
         if pieces:
             first = pieces[0]
-            pieces[0] = _Piece(prefix + "\n\n" + first.text, "\n\n", False)
+            pieces[0] = _Piece(prefix + "\n\n" + first.text, "\n\n", False, heading_pages + first.pages)
         else:
-            pieces.append(_Piece(prefix, "\n\n", False))
+            pieces.append(_Piece(prefix, "\n\n", False, heading_pages))
     return pieces
 
 
@@ -252,8 +288,9 @@ def _make_chunk(index: int, path: tuple[str, ...], pieces: list[_Piece], overlap
     own = "".join([pieces[0].text] + [p.joiner + p.text for p in pieces[1:]])
     # Overlap from the same paragraph runs straight on; from an earlier one, after a blank line.
     sep = "" if pieces[0].joiner == "" else "\n\n"
+    pages = tuple(sorted({p for piece in pieces for p in piece.pages}))
     if not overlap_text:
-        return Chunk(index=index, heading_path=path, content=own.rstrip())
+        return Chunk(index=index, heading_path=path, content=own.rstrip(), pages=pages)
     if sep:
         overlap_text = overlap_text.rstrip()
     return Chunk(
@@ -261,6 +298,7 @@ def _make_chunk(index: int, path: tuple[str, ...], pieces: list[_Piece], overlap
         heading_path=path,
         content=(overlap_text + sep + own).rstrip(),
         overlap_chars=len(overlap_text) + len(sep),
+        pages=pages,
     )
 
 

@@ -81,7 +81,9 @@ class ApiDocument(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
     error = models.TextField(blank=True, default="")
     chunk_count = models.IntegerField(default=0)
-    indexed_at = models.DateTimeField(null=True, blank=True)
+    # Set when a version of the document first reached INDEXED and kept through re-indexing:
+    # "has an indexed version", what makes a document searchable (knowledge.selectors).
+    indexed_at = models.DateTimeField(null=True, blank=True, db_index=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -102,6 +104,8 @@ class DocumentChunk(models.Model):
     chunk_index = models.IntegerField()
     heading_path = models.CharField(max_length=1024, blank=True, default="")
     content = models.TextField()
+    #: the pages (PDF) or slides (PPTX) the chunk comes from: "3" or "3-4"; empty otherwise
+    pages = models.CharField(max_length=32, blank=True, default="")
 
     class Meta:
         db_table = "document_chunk"
@@ -116,6 +120,27 @@ class DocumentChunk(models.Model):
     @property
     def chunk_id(self) -> str:
         return chunk_id_for(self.document.doc_key, self.chunk_index)
+
+
+class DocumentOriginal(models.Model):
+    """The file as uploaded (staff can download it); the document's ``content`` is its Markdown."""
+
+    document = models.OneToOneField(
+        ApiDocument, on_delete=models.CASCADE, primary_key=True, related_name="original"
+    )
+    file_name = models.CharField(max_length=255)
+    data = models.BinaryField()
+    size = models.IntegerField()
+    sha256 = models.CharField(max_length=64)
+    uploaded_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "document_original"
+        verbose_name = _("original file")
+        verbose_name_plural = _("original files")
+
+    def __str__(self) -> str:
+        return self.file_name
 
 
 def chunk_id_for(doc_key: str, chunk_index: int) -> str:

@@ -1,7 +1,10 @@
 """Turn an uploaded file (raw bytes + its name) into a document: text, title, domain, metadata.
 
-Formats: Markdown (``.md``, ``.markdown``) and plain text (``.txt``). Bytes are read as UTF-8
-(with or without BOM), then GB18030; anything else is refused with a clear error. Markdown may
+Formats: Markdown (``.md``, ``.markdown``) and plain text (``.txt``), parsed here; PDF, DOCX,
+PPTX, XLSX, CSV and HTML, which ``knowledge.converters`` turns into Markdown in the worker (here
+they are only sniffed: magic bytes, zip bombs, XML entities, encryption; see that package).
+Text bytes are read as UTF-8 (with or without BOM), then GB18030; anything else is refused with
+a clear error. Markdown may
 start with YAML frontmatter::
 
     ---
@@ -29,10 +32,14 @@ from pathlib import PurePosixPath
 from typing import Any
 
 import yaml
+from django.conf import settings
+
+from knowledge.converters import CONVERTED_FORMATS, ConversionError, Limits
+from knowledge.converters.sniff import sniff
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 TEXT_SUFFIXES = (".txt",)
-SUPPORTED_SUFFIXES = MARKDOWN_SUFFIXES + TEXT_SUFFIXES
+SUPPORTED_SUFFIXES = MARKDOWN_SUFFIXES + TEXT_SUFFIXES + tuple(CONVERTED_FORMATS)
 
 #: Frontmatter keys with a meaning; anything else is kept verbatim in ``metadata["extra"]``.
 KNOWN_KEYS = (
@@ -56,6 +63,8 @@ OWNED_METADATA_KEYS = (
     "encoding",
     "source_name",
     "frontmatter_keys",
+    "page_count",
+    "text_sha256",
 )
 
 MAX_DOC_KEY_CHARS = 255
@@ -165,6 +174,8 @@ def file_format(name: str) -> str:
         return "markdown"
     if suffix in TEXT_SUFFIXES:
         return "text"
+    if suffix in CONVERTED_FORMATS:
+        return CONVERTED_FORMATS[suffix]
     raise DocumentParseError(
         "file", f"'{name}' is not a supported format (use {', '.join(SUPPORTED_SUFFIXES)})"
     )
@@ -280,11 +291,83 @@ def content_hash_of(*, title: str, domain: str, body: str, metadata: dict[str, A
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
+def conversion_limits() -> Limits:
+    return Limits(
+        max_pages=settings.INGEST_MAX_PDF_PAGES,
+        max_chars=settings.INGEST_MAX_CONVERTED_CHARS,
+        max_unzipped_bytes=settings.INGEST_MAX_UNZIPPED_BYTES,
+    )
+
+
+def original_sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _parse_convertible(data: bytes, *, doc_key: str, fmt: str, domain: str | None) -> ParsedDocument:
+    """A file the worker converts: checked (sniffed) now, its text and title come later."""
+    try:
+        sniff(data, fmt=fmt, name=PurePosixPath(doc_key).name, limits=conversion_limits())
+    except ConversionError as exc:
+        raise DocumentParseError("file", exc.reason) from exc
+    if not domain:
+        raise DocumentParseError("domain", f"a .{fmt} file names no domain; choose one at upload")
+    chosen = validate_domain(domain)
+    digest = original_sha256(data)
+    # No text_sha256: the text comes from the worker's conversion (knowledge.services.versions).
+    metadata = {"format": fmt, "source_name": PurePosixPath(doc_key).name}
+    # The bytes decide "unchanged" (with the domain they go to): the text is not known yet.
+    content_hash = hashlib.sha256(f"{fmt}\0{chosen}\0{digest}".encode()).hexdigest()
+    return ParsedDocument(
+        doc_key=doc_key,
+        title=PurePosixPath(doc_key).stem[:MAX_TITLE_CHARS],
+        domain=chosen,
+        body="",
+        metadata=metadata,
+        content_hash=content_hash,
+    )
+
+
+def parsed_from_conversion(
+    *,
+    doc_key: str,
+    domain: str,
+    fmt: str,
+    markdown: str,
+    title: str,
+    keywords: list[str],
+    description: str,
+    page_count: int | None,
+    text_sha256: str,
+) -> ParsedDocument:
+    """The document a converter's Markdown makes (the worker's half of ``_parse_convertible``)."""
+    metadata: dict[str, Any] = {
+        "keywords": _string_list(keywords[:MAX_LIST_ITEMS], "keywords"),
+        "aliases": [],
+        "description": description[:2000],
+        "extra": {},
+        "format": fmt,
+        "source_name": PurePosixPath(doc_key).name,
+        "text_sha256": text_sha256,
+    }
+    if page_count is not None:
+        metadata["page_count"] = page_count
+    title = (title or first_heading(markdown) or PurePosixPath(doc_key).stem)[:MAX_TITLE_CHARS]
+    return ParsedDocument(doc_key=doc_key, title=title, domain=domain, body=markdown, metadata=metadata)
+
+
 def parse_document(data: bytes, *, name: str, domain: str | None = None) -> ParsedDocument:
     """Parse one uploaded file. ``name`` is its path inside the upload (becomes the doc key);
     ``domain`` applies when the frontmatter names none. Raises DocumentParseError."""
     doc_key = normalise_doc_key(name)
     fmt = file_format(doc_key)
+    if fmt in CONVERTED_FORMATS.values():
+        if not data.strip():
+            raise DocumentParseError("file", "is empty")
+        return _parse_convertible(data, doc_key=doc_key, fmt=fmt, domain=domain)
+    try:
+        sniff(data, fmt=fmt, name=PurePosixPath(doc_key).name, limits=conversion_limits())
+    except ConversionError as exc:
+        raise DocumentParseError("file", exc.reason) from exc
     text, encoding = decode_text(data)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
 
@@ -306,6 +389,8 @@ def parse_document(data: bytes, *, name: str, domain: str | None = None) -> Pars
         "format": fmt,
         "encoding": encoding,
         "source_name": PurePosixPath(doc_key).name,
+        # Which uploaded bytes this text comes from (knowledge.services.versions).
+        "text_sha256": original_sha256(data),
     }
     if front.get("covers") is not None:
         metadata["covers"] = _string_list(front["covers"], "covers")

@@ -1,6 +1,13 @@
-"""Reads of the knowledge app: the planner's knowledge map (seed 004 Part B).
+"""Reads of the knowledge app: which documents are searchable, and the planner's knowledge map
+(seed 004 Part B).
 
-The map lists every domain that has INDEXED documents, with its planner guidance and each
+Searchable means "has an indexed version" (``documents_searchable``): INDEXED, or being
+re-indexed (PENDING / INDEXING) or failed a re-index after an earlier version was indexed. The
+earlier version's chunks and vectors stay until the new ones are swapped in, so such a document
+keeps answering at its previous version. L0, the L1 candidate filter, the corpus signature and
+the knowledge map all read this one predicate.
+
+The map lists every domain that has searchable documents, with its planner guidance and each
 document's title and covers. It goes into the planner prompt only, never the executor's.
 """
 
@@ -10,27 +17,57 @@ from pathlib import Path
 
 import yaml
 from django.conf import settings
+from django.db.models import Q, QuerySet
 
+from knowledge.map_budget import map_fit
 from knowledge.models import ApiDocument, KnowledgeDomain
+
+#: "has an indexed version": every version agentkb indexes sets ``indexed_at`` and a re-index
+#: keeps it (rows adopted from the original service get theirs in migration 0006). One indexed
+#: column rather than "status = INDEXED OR ...": the corpus signature's count is then answered
+#: from that index alone (an OR made SQLite visit the rows, 2.5 times slower at 10,000).
+SEARCHABLE = Q(indexed_at__isnull=False)
+
+
+def documents_searchable() -> QuerySet[ApiDocument]:
+    """Documents lookups may return (see the module docstring)."""
+    return ApiDocument.objects.filter(SEARCHABLE)
+
+
+def domain_ids_with_documents(*, searchable_only: bool = False) -> list[str]:
+    """The distinct domains documents are in (only searchable documents' when asked), sorted."""
+    documents = documents_searchable() if searchable_only else ApiDocument.objects.all()
+    return sorted(set(documents.order_by().values_list("domain", flat=True).distinct()))
+
+
+def domain_ids_known() -> list[str]:
+    """Every domain with a knowledge_domain row or a document, sorted."""
+    return sorted(
+        set(KnowledgeDomain.objects.values_list("domain_id", flat=True)) | set(domain_ids_with_documents())
+    )
+
 
 KNOWLEDGE_MAP_PLACEHOLDER = "{{ knowledge_map }}"
 
 
-def knowledge_map_build() -> dict:
+def knowledge_map_build(*, max_chars: int | None = None) -> dict:
     """``{"available_knowledge_domains": [{domain_id, description, when_to_retrieve, documents:
-    [{title, covers}]}]}``, domains by id, documents by title. Two queries whatever the size."""
+    [{title, covers}], more_documents?}]}``, domains by id, documents by title. Two queries
+    whatever the size. Within ``max_chars`` of YAML (default ``PLANNER_MAP_MAX_CHARS``; 0 = no
+    budget): every domain kept, each listing its most useful documents and a count of the rest
+    (``knowledge.map_budget``)."""
     documents_by_domain: dict[str, list[dict]] = {}
     rows = (
-        ApiDocument.objects.filter(status=ApiDocument.Status.INDEXED)
+        documents_searchable()
         .order_by("domain", "title", "doc_key")
-        .values_list("domain", "title", "metadata")
+        .values_list("domain", "title", "metadata", "chunk_count")
     )
-    for domain_id, title, metadata in rows:
+    for domain_id, title, metadata, chunk_count in rows:
         covers = (metadata or {}).get("covers") or []
         if not isinstance(covers, list):
             covers = [covers]
         documents_by_domain.setdefault(domain_id, []).append(
-            {"title": title, "covers": [str(c) for c in covers]}
+            {"title": title, "covers": [str(c) for c in covers], "_chunks": chunk_count}
         )
 
     guidance = {
@@ -50,7 +87,8 @@ def knowledge_map_build() -> dict:
                 "documents": documents_by_domain[domain_id],
             }
         )
-    return {"available_knowledge_domains": domains}
+    budget = settings.PLANNER_MAP_MAX_CHARS if max_chars is None else max_chars
+    return {"available_knowledge_domains": map_fit(domains, max_chars=budget)}
 
 
 def knowledge_map_yaml(knowledge_map: dict | None = None) -> str:

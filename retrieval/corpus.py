@@ -34,7 +34,7 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Count, Max, Sum
 
-from knowledge.models import ApiDocument
+from knowledge.selectors import documents_searchable
 
 logger = logging.getLogger(__name__)
 
@@ -44,17 +44,13 @@ FULL_READ_EVERY = 10
 
 def _read_counts() -> tuple[int, int]:
     """(count, id sum) of the INDEXED documents: answered from the status index alone."""
-    agg = (
-        ApiDocument.objects.filter(status=ApiDocument.Status.INDEXED)
-        .order_by()
-        .aggregate(n=Count("id"), ids=Sum("id"))
-    )
+    agg = documents_searchable().order_by().aggregate(n=Count("id"), ids=Sum("id"))
     return agg["n"] or 0, int(agg["ids"] or 0)
 
 
 def _read_signature() -> tuple:
     agg = (
-        ApiDocument.objects.filter(status=ApiDocument.Status.INDEXED)
+        documents_searchable()
         .order_by()
         .aggregate(n=Count("id"), ids=Sum("id"), updated=Max("updated_at"), indexed=Max("indexed_at"))
     )

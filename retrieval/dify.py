@@ -24,6 +24,7 @@ from django.core.exceptions import ValidationError
 
 from knowledge.embeddings import EmbeddingError
 from knowledge.models import ApiDocument, DocumentChunk, KnowledgeDomain
+from knowledge.selectors import documents_searchable
 from knowledge.vectorstore import VectorStoreError
 from observability.models import ToolInvocation
 from observability.services import invocation_record
@@ -127,9 +128,9 @@ def _search(request: DifyRequest, domains: frozenset[str] | None = None) -> tupl
     started = time.perf_counter()
     documents = {
         row["doc_key"]: row
-        for row in ApiDocument.objects.filter(
-            doc_key__in={h.doc_key for h in hits}, status=ApiDocument.Status.INDEXED
-        ).values("id", "doc_key", "title", "domain", "metadata", "created_at", "updated_at")
+        for row in documents_searchable()
+        .filter(doc_key__in={h.doc_key for h in hits})
+        .values("id", "doc_key", "title", "domain", "metadata", "created_at", "updated_at")
         if domains is None or row["domain"] in domains  # the agent's scope (retrieval.scopes)
     }
     chosen = []

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import ahocorasick
 
-from knowledge.models import ApiDocument
+from knowledge.selectors import documents_searchable
 from retrieval.corpus import corpus_signature
 
 MIN_TERM_CHARS = 2
@@ -169,11 +169,7 @@ class KeywordIndex:
 
 def keyword_index_build() -> KeywordIndex:
     """A fresh index over the documents INDEXED now."""
-    rows = (
-        ApiDocument.objects.filter(status=ApiDocument.Status.INDEXED)
-        .order_by("id")
-        .values_list("doc_key", "title", "domain", "metadata")
-    )
+    rows = documents_searchable().order_by("id").values_list("doc_key", "title", "domain", "metadata")
     return KeywordIndex(
         (IndexedDocument(doc_key, title, domain), document_terms(title=title, metadata=metadata))
         for doc_key, title, domain, metadata in rows.iterator(chunk_size=2000)

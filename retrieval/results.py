@@ -29,6 +29,7 @@ class _Chunk:
     index: int
     heading_path: str
     content: str
+    pages: str = ""
 
 
 def _chosen_chunk(candidate: Candidate, chunks: dict[int, _Chunk]) -> _Chunk | None:
@@ -88,7 +89,7 @@ def result_items_build(
     wanted = {
         (documents[c.doc_key].id, c.chunk_index) for c in returned if documents[c.doc_key].id not in full_ids
     }
-    fields = ("document_id", "chunk_index", "heading_path", "content")
+    fields = ("document_id", "chunk_index", "heading_path", "content", "pages")
     rows = []
     if full_ids:
         rows += DocumentChunk.objects.filter(document_id__in=full_ids).values_list(*fields)
@@ -98,8 +99,8 @@ def result_items_build(
         ).values_list(*fields)
         rows += [row for row in candidates if (row[0], row[1]) in wanted]
     chunks_by_doc: dict[int, dict[int, _Chunk]] = {}
-    for document_id, index, heading_path, content in rows:
-        chunks_by_doc.setdefault(document_id, {})[index] = _Chunk(index, heading_path, content)
+    for document_id, index, heading_path, content, pages in rows:
+        chunks_by_doc.setdefault(document_id, {})[index] = _Chunk(index, heading_path, content, pages)
 
     primary_content = None
     if primary_whole:
@@ -121,15 +122,16 @@ def result_items_build(
                 content = ""
         else:
             content = (chunk.content if chunk else "")[:content_max_chars]
-        items.append(
-            {
-                "title": document.title,
-                "domain": document.domain,
-                "docKey": document.doc_key,
-                "headingPath": chunk.heading_path if chunk else "",
-                "content": content,
-            }
-        )
+        item = {
+            "title": document.title,
+            "domain": document.domain,
+            "docKey": document.doc_key,
+            "headingPath": chunk.heading_path if chunk else "",
+            "content": content,
+        }
+        if chunk is not None and chunk.pages:
+            item["pages"] = chunk.pages  # PDF pages / slides the chunk comes from: a citation
+        items.append(item)
     return items
 
 

@@ -20,6 +20,10 @@ class ResultItemSerializer(serializers.Serializer):
     domain = serializers.CharField()
     docKey = serializers.CharField()  # the agent reads camelCase
     headingPath = serializers.CharField()
+    pages = serializers.CharField(
+        required=False,
+        help_text='PDF pages or slides the matched text comes from ("3", "3-4"); paged documents only.',
+    )
     content = serializers.CharField()
 
 

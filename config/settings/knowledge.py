@@ -7,6 +7,14 @@ from config.env import env
 INGEST_MAX_FILE_BYTES = env.int("INGEST_MAX_FILE_BYTES", default=5 * 1024 * 1024)
 INGEST_MAX_FILES_PER_UPLOAD = env.int("INGEST_MAX_FILES_PER_UPLOAD", default=200)
 INGEST_MAX_UNZIPPED_BYTES = env.int("INGEST_MAX_UNZIPPED_BYTES", default=50 * 1024 * 1024)
+# Converted formats (PDF, DOCX, PPTX, XLSX, CSV, HTML; knowledge/converters): the conversion runs
+# in a child process of the worker with this memory ceiling and time limit, so a hostile file
+# costs that child, not the worker. Past INGEST_MAX_PDF_PAGES pages (or slides) or
+# INGEST_MAX_CONVERTED_CHARS characters of text a file is refused.
+INGEST_CONVERT_TIMEOUT_SECONDS = env.float("INGEST_CONVERT_TIMEOUT_SECONDS", default=120.0)
+INGEST_CONVERT_MEMORY_MB = env.int("INGEST_CONVERT_MEMORY_MB", default=1024)
+INGEST_MAX_PDF_PAGES = env.int("INGEST_MAX_PDF_PAGES", default=2000)
+INGEST_MAX_CONVERTED_CHARS = env.int("INGEST_MAX_CONVERTED_CHARS", default=5_000_000)
 CHUNK_TARGET_CHARS = env.int("CHUNK_TARGET_CHARS", default=800)
 CHUNK_OVERLAP_CHARS = env.int("CHUNK_OVERLAP_CHARS", default=100)
 # Django refuses requests with more than 100 files before any view runs (a bare 400); let one
@@ -17,6 +25,12 @@ DATA_UPLOAD_MAX_NUMBER_FILES = max(100, INGEST_MAX_FILES_PER_UPLOAD + 1)
 # A domain's when_to_retrieve is regenerated this many seconds after the last change to its
 # documents: a burst of uploads inside the window costs one LLM call.
 DOMAIN_SUMMARY_DEBOUNCE_SECONDS = env.float("DOMAIN_SUMMARY_DEBOUNCE_SECONDS", default=10.0)
+# ... but never later than this after the first change still waiting for one: steady uploads
+# into a domain cannot postpone its summary forever.
+DOMAIN_SUMMARY_MAX_DELAY_SECONDS = env.float("DOMAIN_SUMMARY_MAX_DELAY_SECONDS", default=300.0)
+# The planner's knowledge map (YAML) is kept within this many characters: above it each domain
+# lists its most useful documents and a count of the rest (0 = no budget).
+PLANNER_MAP_MAX_CHARS = env.int("PLANNER_MAP_MAX_CHARS", default=24_000)
 
 # --- Upkeep (knowledge/services/maintenance.py) ---------------------------------------------------
 # A document PENDING this long is queued again by the sweep (its message was lost or the broker
@@ -24,6 +38,12 @@ DOMAIN_SUMMARY_DEBOUNCE_SECONDS = env.float("DOMAIN_SUMMARY_DEBOUNCE_SECONDS", d
 INGEST_REQUEUE_AFTER_SECONDS = env.int("INGEST_REQUEUE_AFTER_SECONDS", default=300)
 # Hour (UTC) of the nightly `check_index --repair` run by beat.
 INDEX_CHECK_HOUR = env.int("INDEX_CHECK_HOUR", default=3)
+# Folders beat mirrors (`sync_documents` on a schedule): "path=domain,other/path=" (an empty
+# domain: from the subfolders / frontmatter), every SYNC_INTERVAL_SECONDS; SYNC_PRUNE deletes
+# documents whose file is gone.
+SYNC_SOURCES = env.dict("SYNC_SOURCES", default={})
+SYNC_INTERVAL_SECONDS = env.int("SYNC_INTERVAL_SECONDS", default=15 * 60)
+SYNC_PRUNE = env.bool("SYNC_PRUNE", default=False)
 KNOWLEDGE_BEAT_SCHEDULE = {
     "knowledge-pending-requeue": {"task": "knowledge.pending_documents_requeue", "schedule": 5 * 60},
     "knowledge-index-check": {
@@ -31,3 +51,8 @@ KNOWLEDGE_BEAT_SCHEDULE = {
         "schedule": crontab(hour=INDEX_CHECK_HOUR, minute=17),
     },
 }
+if SYNC_SOURCES:
+    KNOWLEDGE_BEAT_SCHEDULE["knowledge-sync-sources"] = {
+        "task": "knowledge.sync_sources",
+        "schedule": SYNC_INTERVAL_SECONDS,
+    }

@@ -11,16 +11,18 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
+from django.utils.http import content_disposition_header
 from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from knowledge.models import ApiDocument, KnowledgeDomain
+from knowledge.models import ApiDocument, DocumentOriginal
 from knowledge.parsing import DocumentParseError, normalise_doc_key, parse_document, validate_domain
+from knowledge.selectors import domain_ids_known
 from knowledge.services.ingestion import (
     ADDED,
     FAILED,
@@ -43,9 +45,7 @@ _OUTCOME_TEXT = {
 
 # --- forms -------------------------------------------------------------------------------------
 def _domain_choices() -> list[tuple[str, str]]:
-    known = set(KnowledgeDomain.objects.values_list("domain_id", flat=True))
-    known |= set(ApiDocument.objects.values_list("domain", flat=True).distinct())
-    return [("", _("— from the frontmatter —"))] + [(d, d) for d in sorted(known)]
+    return [("", _("— from the frontmatter —"))] + [(d, d) for d in domain_ids_known()]
 
 
 def _domain_field() -> forms.ChoiceField:
@@ -95,7 +95,10 @@ class DocumentUploadForm(forms.ModelForm):
 
     file = forms.FileField(
         label=_("File"),
-        help_text=_(".md, .markdown or .txt in UTF-8 or GB18030, with optional YAML frontmatter."),
+        help_text=_(
+            ".md, .markdown or .txt in UTF-8 or GB18030 (optional YAML frontmatter), or a PDF (with a "
+            "text layer), .docx, .pptx, .xlsx, .csv, .html or .htm, converted to Markdown."
+        ),
     )
     # Not named after model fields (domain, doc_key): a ModelForm would validate the (empty)
     # instance's fields of those names.
@@ -215,8 +218,9 @@ class BulkUploadForm(forms.Form):
     files = MultipleFileField(
         label=_("Files"),
         help_text=_(
-            "Several .md/.markdown/.txt files, or a .zip of a folder tree (top folder = domain when "
-            "neither the frontmatter nor the choice below names one)."
+            "Several files (.md, .markdown, .txt, .pdf, .docx, .pptx, .xlsx, .csv, .html, .htm), or a "
+            ".zip of a folder tree (top folder = domain when neither the frontmatter nor the choice "
+            "below names one)."
         ),
     )
 
@@ -267,6 +271,7 @@ class ApiDocumentAdmin(admin.ModelAdmin):
         "chunk_count",
         "indexed_at",
         "content_hash",
+        "original_file",
         "metadata_pretty",
         "content_text",
         "chunks_table",
@@ -286,16 +291,30 @@ class ApiDocumentAdmin(admin.ModelAdmin):
         return [
             (
                 None,
-                {"fields": ("doc_key", "title", "domain", "status", "error", "chunk_count", "indexed_at")},
+                {
+                    "fields": (
+                        "doc_key",
+                        "title",
+                        "domain",
+                        "status",
+                        "error",
+                        "chunk_count",
+                        "indexed_at",
+                        "original_file",
+                    )
+                },
             ),
             (_("Replace"), {"fields": ("replacement",)}),
-            (_("Chunks (the text agents receive)"), {"classes": ["collapse"], "fields": ("chunks_table",)}),
+            (
+                _("Converted Markdown and its chunks (the text agents receive)"),
+                {"classes": ["collapse"], "fields": (("content_text", "chunks_table"),)},
+            ),
             (_("Planner metadata"), {"fields": ("covers", "when_to_retrieve")}),
             (
                 _("Content"),
                 {
                     "classes": ["collapse"],
-                    "fields": ("metadata_pretty", "content_text", "content_hash", "created_at", "updated_at"),
+                    "fields": ("metadata_pretty", "content_hash", "created_at", "updated_at"),
                 },
             ),
         ]
@@ -329,19 +348,32 @@ class ApiDocumentAdmin(admin.ModelAdmin):
         # management fields on every save of the form).
         rows = format_html_join(
             "",
-            "<tr><td>{}</td><td>{}</td><td><pre style='white-space:pre-wrap;margin:0'>{}</pre></td></tr>",
-            obj.chunks.order_by("chunk_index").values_list("chunk_index", "heading_path", "content"),
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td><pre style='white-space:pre-wrap;margin:0'>{}</pre></td></tr>",
+            obj.chunks.order_by("chunk_index").values_list("chunk_index", "heading_path", "pages", "content"),
         )
         return format_html(
-            "<table><thead><tr><th>#</th><th>{}</th><th>{}</th></tr></thead><tbody>{}</tbody></table>",
+            "<table><thead><tr><th>#</th><th>{}</th><th>{}</th><th>{}</th></tr></thead><tbody>{}</tbody></table>",
             _("heading path"),
+            _("pages"),
             _("text"),
             rows,
         )
 
-    @admin.display(description=_("content"))
+    @admin.display(description=_("converted Markdown"))
     def content_text(self, obj: ApiDocument):
-        return format_html('<pre style="white-space:pre-wrap">{}</pre>', obj.content)
+        return format_html('<pre style="white-space:pre-wrap;max-width:48em">{}</pre>', obj.content)
+
+    @admin.display(description=_("original file"))
+    def original_file(self, obj: ApiDocument):
+        original = DocumentOriginal.objects.filter(document_id=obj.pk).only("file_name", "size").first()
+        if original is None:
+            return "-"
+        return format_html(
+            '<a href="{}">{}</a> ({} bytes)',
+            reverse("admin:knowledge_apidocument_original", args=[obj.pk]),
+            original.file_name,
+            f"{original.size:,}",
+        )
 
     # --- writes go through the services --------------------------------------------------------
     def save_model(self, request, obj, form, change):
@@ -416,8 +448,26 @@ class ApiDocumentAdmin(admin.ModelAdmin):
                 self.admin_site.admin_view(self.bulk_upload_view),
                 name="knowledge_apidocument_bulk_upload",
             ),
+            path(
+                "<int:object_id>/original/",
+                self.admin_site.admin_view(self.original_download_view),
+                name="knowledge_apidocument_original",
+            ),
             *super().get_urls(),
         ]
+
+    def original_download_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        """The file as it was uploaded, as an attachment (never rendered inline: it may be HTML)."""
+        document = ApiDocument.objects.filter(pk=object_id).first()
+        if document is None or not self.has_view_permission(request, document):
+            raise Http404
+        original = DocumentOriginal.objects.filter(document_id=object_id).first()
+        if original is None:
+            raise Http404
+        response = HttpResponse(bytes(original.data), content_type="application/octet-stream")
+        response["Content-Disposition"] = content_disposition_header(True, original.file_name)
+        response["X-Content-Type-Options"] = "nosniff"
+        return response
 
     def bulk_upload_view(self, request: HttpRequest) -> HttpResponse:
         if not self.has_add_permission(request):

@@ -5,4 +5,19 @@
 - ``export``: documents back to files with their frontmatter.
 - ``locks``: the per-document lock that keeps two indexing runs of one document apart.
 - ``domains``: knowledge_domain rows, document counts, when_to_retrieve regeneration.
+- ``document_metadata``: a document's covers / when_to_retrieve (after it is indexed).
+- ``versions``: the original file kept, a re-upload's text prepared (converted) and swapped in.
+- ``sync``: a folder mirrored (``sync_documents``, ``SYNC_SOURCES``).
+- ``maintenance``: the pending sweep and the index check.
+
+One direction between services and tasks, for the whole project:
+
+- **tasks call services.** A task takes ids, imports its service at module top (the task modules
+  are imported by Celery only) and does nothing but call it, retry temporary errors and record
+  failure; it is named ``<thing>_<verb>_task`` or carries an explicit ``name=``.
+- **services queue tasks on commit.** A service never calls ``.delay()`` inside its transaction:
+  it registers ``transaction.on_commit`` with a function that imports the task module lazily
+  (``from knowledge.tasks.indexing import index_document`` inside it), so services never import
+  tasks at import time and a rolled-back write queues nothing.
+- a service of one concern calls another concern's service, never its task.
 """

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from knowledge.llm import LLMError, LLMUnavailable, get_llm_client
 from knowledge.models import ApiDocument
+from knowledge.services.domains import domain_documents_changed
 from knowledge.summaries import DocumentSummary, extractive_document_summary, llm_document_summary
 
 logger = logging.getLogger(__name__)
@@ -22,6 +23,31 @@ logger = logging.getLogger(__name__)
 SUMMARY_FIELDS = ("covers", "when_to_retrieve")
 GENERATED = ("llm", "extractive")
 MANUAL = "manual"
+
+
+def document_indexed(*, document_id: int) -> None:
+    """Call (on commit) once a document reached INDEXED.
+
+    Queues the filling of its covers / when_to_retrieve when its frontmatter lacks them (that
+    task then reports the domain changed); otherwise reports the domain changed at once.
+    """
+    document = (
+        ApiDocument.objects.filter(pk=document_id)
+        .only("id", "domain", "status", "metadata", "content_hash")
+        .first()
+    )
+    if document is None or document.status != ApiDocument.Status.INDEXED:
+        return
+    if document_summary_needed(document=document):
+
+        def send() -> None:
+            from knowledge.tasks.domains import document_summary_fill_task
+
+            document_summary_fill_task.delay(document_id)
+
+        transaction.on_commit(send)
+    else:
+        domain_documents_changed(domain_id=document.domain)
 
 
 def _field_needed(metadata: dict, key: str, content_hash: str) -> bool:
@@ -79,8 +105,6 @@ def document_summary_fill(*, document_id: int, llm_failure: str = "") -> list[st
             summary = extractive_document_summary(**arguments, reason=f"LLM refused: {exc}")
     written = _summary_store(document_id=document_id, content_hash=document.content_hash, summary=summary)
     if written:
-        from knowledge.services.domains import domain_documents_changed
-
         domain_documents_changed(domain_id=document.domain)
     return written
 
@@ -129,8 +153,6 @@ def document_metadata_update(
         _set_manual(metadata, "when_to_retrieve", when_to_retrieve.strip())
     document.metadata = metadata
     document.save(update_fields=["metadata", "updated_at"])
-
-    from knowledge.services.domains import document_indexed, domain_documents_changed
 
     if document_summary_needed(document=document):
         document_id_ = document.pk

@@ -2,7 +2,7 @@
 
 Flow (seed 004 Part B, "注入链路"):
 
-    document indexed ──> document_indexed() ──> covers / when_to_retrieve filled (task)
+    document indexed ──> document_metadata.document_indexed() ──> covers / when_to_retrieve filled
                                                       │
     upload, re-upload, delete, metadata edit ──> domain_documents_changed()
         bumps change_seq, queues domain_summary_regenerate_task(seq) with countdown = window
@@ -31,6 +31,7 @@ from django.utils import timezone
 
 from knowledge.llm import LLMError, LLMUnavailable, get_llm_client
 from knowledge.models import ApiDocument, KnowledgeDomain
+from knowledge.selectors import domain_ids_with_documents
 from knowledge.summaries import (
     INVALID_OUTPUT_ATTEMPTS,
     DomainDocument,
@@ -69,7 +70,17 @@ def domain_documents_changed(*, domain_id: str) -> KnowledgeDomain:
     when_to_retrieve (sent after commit, DOMAIN_SUMMARY_DEBOUNCE_SECONDS later).
     """
     domain = domain_document_count_refresh(domain_id=domain_id)
-    return _regeneration_request(domain=domain, countdown=settings.DOMAIN_SUMMARY_DEBOUNCE_SECONDS)
+    return _regeneration_request(domain=domain, countdown=_debounced_countdown(domain))
+
+
+def _debounced_countdown(domain: KnowledgeDomain) -> float:
+    """The debounce window, cut short so the regeneration runs at most
+    DOMAIN_SUMMARY_MAX_DELAY_SECONDS after the oldest change still waiting for one."""
+    window = float(settings.DOMAIN_SUMMARY_DEBOUNCE_SECONDS)
+    if domain.dirty_since is None:
+        return window
+    waited = (timezone.now() - domain.dirty_since).total_seconds()
+    return max(0.0, min(window, float(settings.DOMAIN_SUMMARY_MAX_DELAY_SECONDS) - waited))
 
 
 @transaction.atomic
@@ -103,33 +114,6 @@ def _regeneration_request(*, domain: KnowledgeDomain, countdown: float) -> Knowl
 
     transaction.on_commit(send)
     return domain
-
-
-def document_indexed(*, document_id: int) -> None:
-    """Call (on commit) once a document reached INDEXED.
-
-    Queues the filling of its covers / when_to_retrieve when its frontmatter lacks them (that
-    task then reports the domain changed); otherwise reports the domain changed at once.
-    """
-    from knowledge.services.document_metadata import document_summary_needed
-
-    document = (
-        ApiDocument.objects.filter(pk=document_id)
-        .only("id", "domain", "status", "metadata", "content_hash")
-        .first()
-    )
-    if document is None or document.status != ApiDocument.Status.INDEXED:
-        return
-    if document_summary_needed(document=document):
-
-        def send() -> None:
-            from knowledge.tasks.domains import document_summary_fill_task
-
-            document_summary_fill_task.delay(document_id)
-
-        transaction.on_commit(send)
-    else:
-        domain_documents_changed(domain_id=document.domain)
 
 
 # --- Regeneration ------------------------------------------------------------------------------
@@ -222,6 +206,7 @@ def domain_summary_regenerate(*, domain_id: str, expected_seq: int | None = None
         if not acquired:
             return Outcome.BUSY
         KnowledgeDomain.objects.get_or_create(domain_id=domain_id)
+        started_at = timezone.now()
         # Read the seq now: a change that lands while the LLM thinks leaves the domain dirty.
         seq_at_start = (
             KnowledgeDomain.objects.filter(domain_id=domain_id).values_list("change_seq", flat=True).first()
@@ -251,14 +236,18 @@ def domain_summary_regenerate(*, domain_id: str, expected_seq: int | None = None
                 domain_summary_failure_record(domain_id=domain_id, error=summary.reason, final=True)
                 return Outcome.FAILED
         _summary_store(
-            domain_id=domain_id, summary=summary, seq_at_start=seq_at_start, has_documents=bool(documents)
+            domain_id=domain_id,
+            summary=summary,
+            seq_at_start=seq_at_start,
+            has_documents=bool(documents),
+            started_at=started_at,
         )
     return Outcome.REGENERATED
 
 
 @transaction.atomic
 def _summary_store(
-    *, domain_id: str, summary: DomainSummary, seq_at_start: int | None, has_documents: bool
+    *, domain_id: str, summary: DomainSummary, seq_at_start: int | None, has_documents: bool, started_at
 ) -> None:
     domain = KnowledgeDomain.objects.select_for_update().get(domain_id=domain_id)
     if domain.summary_source != Source.MANUAL:
@@ -273,7 +262,9 @@ def _summary_store(
         domain.dirty_since = None
         domain.summary_state = State.OK
     else:
-        # Changed while we worked: that change's task is queued and will run after us.
+        # Changed while we worked: that change's task is queued and will run after us. Only the
+        # changes since this run started are waiting now (what the maximum delay counts from).
+        domain.dirty_since = started_at
         domain.summary_state = State.PENDING
     domain.save()
 
@@ -338,11 +329,7 @@ def domain_guidance_update(
 def domains_missing_summary() -> list[str]:
     """Domains with INDEXED documents but no knowledge_domain row or an empty when_to_retrieve
     (the seeds' loadIndex check)."""
-    with_documents = set(
-        ApiDocument.objects.filter(status=ApiDocument.Status.INDEXED)
-        .values_list("domain", flat=True)
-        .distinct()
-    )
+    with_documents = set(domain_ids_with_documents(searchable_only=True))
     complete = set(
         KnowledgeDomain.objects.filter(domain_id__in=with_documents)
         .exclude(when_to_retrieve__isnull=True)

@@ -30,11 +30,20 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from knowledge.chunking import Chunk, chunk_document
+from knowledge.converters import ConversionError
 from knowledge.embeddings import EmbeddingError, embedding_signature, get_embedder
 from knowledge.models import ApiDocument, DocumentChunk, chunk_id_for
-from knowledge.parsing import OWNED_METADATA_KEYS, DocumentParseError, ParsedDocument, parse_document
+from knowledge.parsing import DocumentParseError, parse_document
 from knowledge.services import domains
+from knowledge.services.document_metadata import document_indexed
 from knowledge.services.locks import LockTimeout, document_lock
+from knowledge.services.versions import (
+    document_original_store,
+    document_version_apply,
+    document_version_prepare,
+    document_version_refused,
+    metadata_merged,
+)
 from knowledge.vectorstore import (
     ChunkVector,
     VectorStoreError,
@@ -92,7 +101,7 @@ def chunk_embedding_text(*, title: str, heading_path: tuple[str, ...], content: 
 def document_chunks(document: ApiDocument) -> list[Chunk]:
     return chunk_document(
         document.content,
-        markdown=(document.metadata or {}).get("format", "markdown") == "markdown",
+        markdown=(document.metadata or {}).get("format", "markdown") != "text",  # converted = Markdown
         target=settings.CHUNK_TARGET_CHARS,
         overlap=settings.CHUNK_OVERLAP_CHARS,
     )
@@ -121,22 +130,6 @@ def _domains_changed(*domain_ids: str) -> None:
     for domain_id in dict.fromkeys(d for d in domain_ids if d):
         # robust: a failing hook is logged; it must not undo or fail the upload that triggered it.
         transaction.on_commit(lambda d=domain_id: domains.domain_documents_changed(domain_id=d), robust=True)
-
-
-def _merged_metadata(old: dict, parsed: ParsedDocument) -> dict:
-    """The upload's metadata, keeping keys other services wrote (generated covers, staff edits).
-
-    Keys the previous upload set from its frontmatter go: a file that drops ``covers`` drops them.
-    """
-    old = dict(old or {})
-    previous_front = set(old.get("frontmatter_keys") or [])
-    for key in OWNED_METADATA_KEYS:
-        old.pop(key, None)
-    for key in ("covers", "when_to_retrieve"):
-        if key in previous_front:
-            old.pop(key, None)
-            old.pop(f"{key}_source", None)
-    return {**old, **parsed.metadata}
 
 
 def _check_size(data: bytes) -> None:
@@ -175,6 +168,7 @@ def document_ingest(*, data: bytes, name: str, domain: str | None = None) -> Ing
             # The same key uploaded concurrently: the other upload created it; replace it.
             existing = ApiDocument.objects.select_for_update().get(doc_key=parsed.doc_key)
         else:
+            document_original_store(document=document, data=data, name=name)
             _queue_index(document.id)
             _domains_changed(document.domain)
             return IngestResult(outcome=ADDED, name=name, document=document)
@@ -191,14 +185,14 @@ def document_ingest(*, data: bytes, name: str, domain: str | None = None) -> Ing
     old_domain = existing.domain
     # A previous run that failed or died may have left vectors behind; the status is reset below.
     repair = existing.status != ApiDocument.Status.INDEXED or bool(existing.error)
-    existing.title = parsed.title
+    # Title, text and metadata stay at the indexed version until the new one is swapped in with
+    # its chunks (knowledge.services.versions): lookups keep answering meanwhile.
     existing.domain = parsed.domain
-    existing.content = parsed.body
     existing.content_hash = parsed.content_hash
-    existing.metadata = _merged_metadata(existing.metadata, parsed)
     existing.status = ApiDocument.Status.PENDING
     existing.error = ""
     existing.save()
+    document_original_store(document=existing, data=data, name=name)
     _queue_index(existing.id, repair=repair)
     _domains_changed(old_domain, existing.domain)
     return IngestResult(outcome=UPDATED, name=name, document=existing)
@@ -256,6 +250,14 @@ def _document_index_locked(*, document_id: int, final_attempt: bool, repair: boo
     )
     if not _set_status(document_id, version, ApiDocument.Status.INDEXING):
         return IndexResult(status="superseded")
+    try:  # a re-upload's text (PDF, DOCX...: converted in a sandbox), swapped in with its chunks
+        prepared = document_version_prepare(document=document)
+    except ConversionError as exc:
+        document_version_refused(document=document, version=version, reason=exc.reason)
+        return IndexResult(status=ApiDocument.Status.FAILED, error=exc.reason)
+    if prepared is not None:
+        document.title, document.content = prepared.title, prepared.body
+        document.metadata = metadata_merged(document.metadata, prepared)
 
     timings: dict[str, float] = {}
     try:
@@ -330,6 +332,7 @@ def _document_index_locked(*, document_id: int, final_attempt: bool, repair: boo
                         chunk_index=c.index,
                         heading_path=c.heading_path_text[:1024],
                         content=c.content,
+                        pages=c.pages_text,
                     )
                     for c in chunks
                 ]
@@ -338,8 +341,11 @@ def _document_index_locked(*, document_id: int, final_attempt: bool, repair: boo
             current.error = ""
             current.chunk_count = len(chunks)
             current.indexed_at = timezone.now()
-            current.save(update_fields=["status", "error", "chunk_count", "indexed_at", "updated_at"])
-            transaction.on_commit(lambda: domains.document_indexed(document_id=document_id), robust=True)
+            version_fields = document_version_apply(current=current, prepared=prepared)
+            current.save(
+                update_fields=["status", "error", "chunk_count", "indexed_at", "updated_at", *version_fields]
+            )
+            transaction.on_commit(lambda: document_indexed(document_id=document_id), robust=True)
             outcome = IndexResult(status=ApiDocument.Status.INDEXED, chunk_count=len(chunks))
     timings["commit_s"] = time.perf_counter() - started
 

@@ -1,4 +1,7 @@
 """Celery tasks of the knowledge app. Celery's autodiscovery imports this module, so every
-task module must be imported here."""
+task module must be imported here.
+
+Tasks are thin and call services; services queue tasks on commit (the convention is written out
+in ``knowledge.services``)."""
 
 from knowledge.tasks import domains, indexing, maintenance  # noqa: F401

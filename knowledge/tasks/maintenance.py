@@ -6,6 +6,7 @@ Thin: each calls a service of knowledge.services.maintenance and returns a summa
 from __future__ import annotations
 
 from celery import shared_task
+from django.conf import settings
 
 from knowledge.services.maintenance import documents_pending_requeue, index_check
 
@@ -24,3 +25,12 @@ def index_check_repair() -> dict:
     return {
         key: (len(value) if isinstance(value, list) else value) for key, value in report.as_dict().items()
     }
+
+
+@shared_task(name="knowledge.sync_sources", acks_late=True)
+def sync_sources() -> list[str]:
+    """Every SYNC_INTERVAL_SECONDS: mirror each folder of SYNC_SOURCES (see knowledge.services.sync)."""
+    from knowledge.services.sync import sync_sources_run
+
+    reports = sync_sources_run(sources=settings.SYNC_SOURCES, prune=settings.SYNC_PRUNE)
+    return [report.summary() for report in reports]

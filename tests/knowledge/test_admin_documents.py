@@ -72,7 +72,9 @@ def test_the_add_form_offers_existing_domains_and_a_doc_key(admin_client, vector
         ("x.md", b"caf\xe9 \xff\xfe", "file", "neither UTF-8 nor GB18030"),
         ("x.md", b"---\ntitle: [broken\n---\ntext", "file", "frontmatter: invalid YAML at line"),
         ("x.md", b"# No domain\n\ntext", "domain_choice", "none was chosen at upload"),
-        ("x.pdf", b"%PDF-1.4", "file", "not a supported format"),
+        ("x.rtf", b"{\\rtf1 text}", "file", "not a supported format"),
+        ("x.pdf", b"PK\x03\x04 not a pdf", "file", "the extension does not match the content"),
+        ("x.pdf", b"%PDF-1.4 no domain", "domain_choice", "choose one at upload"),
     ],
 )
 def test_the_add_form_shows_bad_files_as_field_errors_and_stores_nothing(

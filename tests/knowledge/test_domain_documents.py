@@ -4,8 +4,7 @@ the frontmatter lacks them, by the LLM or the extractive summariser, never over 
 import pytest
 
 from knowledge.models import ApiDocument, KnowledgeDomain
-from knowledge.services.document_metadata import document_metadata_update
-from knowledge.services.domains import document_indexed
+from knowledge.services.document_metadata import document_indexed, document_metadata_update
 from knowledge.tasks.domains import document_summary_fill_task
 from tests.support.domain_map import calls_of, good_answers, indexed_document
 from tests.support.fake_openai import Reply

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from knowledge.models import ApiDocument, KnowledgeDomain
+from knowledge.services.document_metadata import document_indexed
 from knowledge.services.domains import (
-    document_indexed,
     domain_regeneration_lock,
     domain_summary_regenerate_now,
 )

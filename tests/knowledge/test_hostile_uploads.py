@@ -25,7 +25,10 @@ LAUGHS = "---\ndomain: d\na: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, 
     "data, reason",
     [
         (b"", "file: is empty"),
-        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00", "file: is binary"),
+        (
+            b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00",
+            "its bytes are a PNG image; the extension does not match the content",
+        ),
         ("# 标题\n\n正文".encode("utf-16"), "file: is binary or UTF-16"),
         (b"caf\xe9 \xff\xfe \x81\x30", "file: is neither UTF-8 nor GB18030"),
         (b"---\ntitle: [broken\ndomain: d\n---\n# t\n\ntext", "frontmatter: invalid YAML at line"),

@@ -271,10 +271,11 @@ def test_a_reupload_during_indexing_does_not_let_the_older_run_win(vector_store,
 
 
 @pytest.mark.django_db(transaction=False)
+@pytest.mark.django_db(transaction=False)  # on-commit callbacks captured, not run
 def test_a_reupload_keeps_other_services_metadata_but_drops_its_old_frontmatter_values(
-    django_capture_on_commit_callbacks,
+    django_capture_on_commit_callbacks, vector_store
 ):
-    # Indexing (and the summaries that follow it) is kept out: this is about what the upload writes.
+    # The summaries that follow indexing are kept out: this is about what the new version brings.
     with django_capture_on_commit_callbacks(execute=False):
         document_ingest(data=b"---\ndomain: payment\ncovers: [from the file]\n---\n# A\n\ntext", name="a.md")
         doc = ApiDocument.objects.get(doc_key="a.md")
@@ -282,8 +283,13 @@ def test_a_reupload_keeps_other_services_metadata_but_drops_its_old_frontmatter_
         doc.save()
 
         document_ingest(data=b"---\ndomain: payment\nkeywords: [k]\n---\n# A\n\nnew text", name="a.md")
+        # Until the new version is indexed the document keeps answering at the old one
+        pending = ApiDocument.objects.get(doc_key="a.md")
+        assert pending.metadata["covers"] == ["from the file"] and pending.content == "# A\n\ntext"
+        document_index(document_id=doc.pk)
 
     metadata = ApiDocument.objects.get(doc_key="a.md").metadata
+    assert ApiDocument.objects.get(doc_key="a.md").content == "# A\n\nnew text"
     assert "covers" not in metadata and "covers_source" not in metadata
     assert metadata["when_to_retrieve"] == "generated" and metadata["when_to_retrieve_source"] == "llm"
     assert metadata["keywords"] == ["k"]

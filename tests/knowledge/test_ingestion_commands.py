@@ -127,7 +127,7 @@ def test_export_writes_frontmatter_and_reimports_unchanged(tmp_path, vector_stor
 
 def test_setup_demo_loads_the_demo_knowledge_base_once(vector_store, settings, tmp_path, monkeypatch):
     settings.DEBUG = True  # setup_demo is for the embedded default only
-    monkeypatch.setattr("knowledge.management.commands.setup_demo.VAR_DIR", tmp_path)
+    monkeypatch.setattr("retrieval.management.commands.setup_demo.VAR_DIR", tmp_path)
 
     out, _ = run("setup_demo")
 
@@ -152,7 +152,7 @@ def test_setup_demo_loads_the_demo_knowledge_base_once(vector_store, settings, t
 
 def test_setup_demo_leaves_an_existing_knowledge_base_alone(vector_store, settings, tmp_path, monkeypatch):
     settings.DEBUG = True
-    monkeypatch.setattr("knowledge.management.commands.setup_demo.VAR_DIR", tmp_path)
+    monkeypatch.setattr("retrieval.management.commands.setup_demo.VAR_DIR", tmp_path)
     ApiDocument.objects.create(
         doc_key="mine.md", title="Mine", domain="d", content="x", content_hash="0" * 64
     )

@@ -100,7 +100,7 @@ def test_utf8_and_gb18030_copies_of_one_document_hash_alike():
     [
         (b"", "file: is empty"),
         ("# 标题\n\n正文".encode("utf-16"), "file: is binary or UTF-16"),
-        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "file: is binary"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "its bytes are a PNG image; the extension does not match"),
         (b"caf\xe9 \xff\xfe", "file: is neither UTF-8 nor GB18030"),
     ],
 )
@@ -110,8 +110,8 @@ def test_bytes_that_are_not_utf8_or_gb18030_are_refused(data, message):
 
 
 def test_unsupported_format_is_refused_naming_the_formats():
-    with pytest.raises(DocumentParseError, match=r"file: 'x.pdf' is not a supported format \(use .md"):
-        parse_document(b"text", name="x.pdf", domain="d")
+    with pytest.raises(DocumentParseError, match=r"file: 'x.rtf' is not a supported format \(use .md"):
+        parse_document(b"text", name="x.rtf", domain="d")
 
 
 def test_broken_yaml_is_refused_with_its_line():

@@ -7,6 +7,7 @@ import time
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from knowledge.models import ApiDocument
 from retrieval.keyword_index import IndexedDocument, KeywordIndex, keyword_index_get, text_normalise
@@ -22,6 +23,7 @@ def _doc(doc_key, title, domain="d", **metadata):
         content_hash="h",
         metadata=metadata,
         status=ApiDocument.Status.INDEXED,
+        indexed_at=timezone.now(),
     )
 
 
@@ -90,12 +92,15 @@ def test_match_count_is_the_number_of_distinct_documents():
 
 
 @pytest.mark.django_db
-def test_only_indexed_documents_are_indexed():
+def test_only_documents_with_an_indexed_version_are_indexed():
     _doc("a.md", "标题", keywords=["ERR_TIMEOUT"])
-    pending = _doc("b.md", "标题二", keywords=["ERR_TIMEOUT"])
-    pending.status = ApiDocument.Status.INDEXING
-    pending.save()
-    assert _keys("ERR_TIMEOUT") == ["a.md"]
+    never_indexed = _doc("b.md", "标题二", keywords=["ERR_TIMEOUT"])
+    never_indexed.status, never_indexed.indexed_at = ApiDocument.Status.INDEXING, None
+    never_indexed.save()
+    reindexing = _doc("c.md", "标题三", keywords=["ERR_TIMEOUT"])
+    reindexing.status = ApiDocument.Status.INDEXING  # its previous version is still indexed
+    reindexing.save()
+    assert _keys("ERR_TIMEOUT") == ["a.md", "c.md"]
 
 
 @pytest.mark.django_db

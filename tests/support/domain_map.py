@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 import json
 
+from django.utils import timezone
+
 from knowledge.models import ApiDocument
 
 DOCUMENT_PROMPT_MARK = "retrieval metadata for one document"
@@ -39,6 +41,7 @@ def indexed_document(
         content_hash=hashlib.sha256(content.encode()).hexdigest(),
         metadata=metadata,
         status=status,
+        indexed_at=timezone.now() if status == ApiDocument.Status.INDEXED else None,
     )
 
 

@@ -8,7 +8,8 @@ python manage.py regenerate_domains --missing       # only domains without guida
 from django.core.management.base import BaseCommand, CommandError
 
 from knowledge.llm import LLMUnavailable, llm_source_name
-from knowledge.models import ApiDocument, KnowledgeDomain
+from knowledge.models import KnowledgeDomain
+from knowledge.selectors import domain_ids_known, domain_ids_with_documents
 from knowledge.services.domains import (
     Outcome,
     domain_summary_failure_record,
@@ -33,9 +34,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, domains=None, sync=False, missing=False, **options):
-        known = set(ApiDocument.objects.values_list("domain", flat=True).distinct()) | set(
-            KnowledgeDomain.objects.values_list("domain_id", flat=True)
-        )
+        known = set(domain_ids_known())
         if domains:
             unknown = sorted(set(domains) - known)
             if unknown:
@@ -44,7 +43,7 @@ class Command(BaseCommand):
         elif missing:
             targets = domains_missing_summary()
         else:
-            targets = sorted(set(ApiDocument.objects.values_list("domain", flat=True).distinct()))
+            targets = domain_ids_with_documents()
         if not targets:
             self.stdout.write("nothing to regenerate")
             return

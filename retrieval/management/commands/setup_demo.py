@@ -1,5 +1,8 @@
 """First-start set-up for `make run`: a demo admin, an agent token and the demo knowledge base.
 
+It lives in retrieval because it issues a tool token (retrieval.tokens): retrieval may import
+knowledge, never the other way round.
+
 Safe to run again: existing users and tokens are kept and printed again, and the demo knowledge
 base (knowledge/demo_corpus) is loaded once only: documents deleted later do not come back.
 Loading stores the documents and queues their indexing; the worker started by `make run` indexes
@@ -14,6 +17,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+import knowledge
 from config.env import VAR_DIR
 from knowledge.models import ApiDocument
 from knowledge.services.ingestion import FAILED
@@ -22,7 +26,7 @@ from retrieval.tokens import tool_token_issue
 
 DEMO_ADMIN = "admin"
 DEMO_AGENT = "demo-agent"
-DEMO_CORPUS = Path(__file__).resolve().parents[2] / "demo_corpus"
+DEMO_CORPUS = Path(knowledge.__file__).resolve().parent / "demo_corpus"
 
 
 class Command(BaseCommand):

@@ -1,0 +1,106 @@
+"""Files that are not Markdown (PDF, DOCX, PPTX, XLSX, CSV, HTML) turned into Markdown.
+
+Each converter keeps what the heading-aware chunker and L0 use: headings as ``#`` lines, lists
+as ``-`` items, tables as pipe tables (one per sheet for spreadsheets), and the document's own
+title and keywords where the format has them (PDF/DOCX/PPTX properties, HTML ``<title>`` and
+``<meta name="keywords">``). Paged formats (PDF pages, PPTX slides) mark where each page starts
+with ``<!-- page N -->`` lines, which the chunker turns into page numbers per chunk.
+
+Two steps, on purpose in two places:
+
+- ``sniff`` (cheap, at upload, in the web process): the bytes are what the name says (magic
+  bytes), an OOXML package is not a zip bomb and declares no XML entities, a PDF is not
+  encrypted. A refusal here stores nothing.
+- ``convert`` (the parsing itself, in the worker): always in a child process with a memory
+  ceiling and a time limit (``knowledge.converters.sandbox``), so a hostile file that gets past
+  the sniff (a decompression bomb inside a PDF stream, 10,000 pages, a parser bug) costs a child
+  process, not the worker. A refusal here leaves the document FAILED with the reason, and no
+  chunk or vector is written.
+
+Libraries, chosen by measurement (docs/ingestion.md, "Formats"): pypdfium2 (text layer, with
+positions and font sizes for headings and tables), python-docx, python-pptx, openpyxl
+(read-only), BeautifulSoup + markdownify for HTML, the csv module for CSV.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+#: suffix -> format name of the formats converted here (Markdown and text are parsed directly).
+CONVERTED_FORMATS = {
+    ".pdf": "pdf",
+    ".docx": "docx",
+    ".pptx": "pptx",
+    ".xlsx": "xlsx",
+    ".csv": "csv",
+    ".html": "html",
+    ".htm": "html",
+}
+
+
+class ConversionError(ValueError):
+    """The file cannot become Markdown; ``reason`` is what staff read (status FAILED)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_pages: int = 2000
+    max_chars: int = 5_000_000
+    max_unzipped_bytes: int = 50 * 1024 * 1024
+
+
+@dataclass
+class Converted:
+    markdown: str
+    title: str = ""
+    keywords: list[str] = field(default_factory=list)
+    description: str = ""
+    #: pages (PDF) or slides (PPTX); None for formats without pages
+    page_count: int | None = None
+
+    def as_dict(self) -> dict:
+        return {
+            "markdown": self.markdown,
+            "title": self.title,
+            "keywords": self.keywords,
+            "description": self.description,
+            "page_count": self.page_count,
+        }
+
+
+def converted_format(name: str) -> str | None:
+    """The converter's format name for a file name, None for Markdown/text and unknown suffixes."""
+    return CONVERTED_FORMATS.get(PurePosixPath(name.lower()).suffix)
+
+
+def convert(data: bytes, *, fmt: str, limits: Limits) -> Converted:
+    """Convert in this process (the sandbox child calls this; nothing else should)."""
+    if fmt == "pdf":
+        from knowledge.converters.pdf import pdf_to_markdown as converter
+    elif fmt == "docx":
+        from knowledge.converters.docx import docx_to_markdown as converter
+    elif fmt == "pptx":
+        from knowledge.converters.pptx import pptx_to_markdown as converter
+    elif fmt == "xlsx":
+        from knowledge.converters.sheets import xlsx_to_markdown as converter
+    elif fmt == "csv":
+        from knowledge.converters.sheets import csv_to_markdown as converter
+    elif fmt == "html":
+        from knowledge.converters.html import html_to_markdown as converter
+    else:
+        raise ConversionError(f"no converter for format '{fmt}'")
+    converted = converter(data, limits=limits)
+    converted.markdown = converted.markdown.strip("\n")
+    if len(converted.markdown) > limits.max_chars:
+        raise ConversionError(
+            f"converts to {len(converted.markdown):,} characters of text; the limit is "
+            f"{limits.max_chars:,} (INGEST_MAX_CONVERTED_CHARS)"
+        )
+    if not converted.markdown.strip():
+        raise ConversionError("has no text")
+    return converted
