@@ -25,7 +25,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db.models.functions import Length
 
 from knowledge.embeddings import EmbeddingError
-from knowledge.models import ApiDocument
+from knowledge.selectors import documents_searchable
 from knowledge.vectorstore import VectorHit, VectorStoreError
 from observability.models import ToolInvocation
 from retrieval import details as dk
@@ -147,14 +147,15 @@ def lookup_run(
         vector_cached, l1_cached = l1.vector_cached, l1.hits_cached
         timings["embed_ms"], timings["search_ms"] = round(l1.embed_ms, 2), round(l1.search_ms, 2)
 
-    # Only documents INDEXED now count: the database is the truth.
+    # Only searchable documents count: the database is the truth.
     t = time.perf_counter()
     l0_considered = l0_all[:L0_CANDIDATES]
     wanted = {m.doc_key for m in l0_considered} | {h.doc_key for h in hits}
-    # By doc_key alone, status checked here: with "status = INDEXED" in the WHERE clause SQLite
-    # prefers the status index and walks every indexed document (tens of ms at 10,000).
+    # Searchable = has an indexed version (a document being re-indexed still answers); SQLite
+    # finds these by the doc_key index (the status index made it walk every indexed document).
     rows = (
-        ApiDocument.objects.filter(doc_key__in=wanted)
+        documents_searchable()
+        .filter(doc_key__in=wanted)
         .annotate(content_len=Length("content"))
         .order_by()
         .values("id", "doc_key", "title", "domain", "content_len", "status")
@@ -168,7 +169,7 @@ def lookup_run(
             content_len=row["content_len"],
         )
         for row in rows
-        if row["status"] == ApiDocument.Status.INDEXED and domain_allowed(row["domain"], domains)
+        if domain_allowed(row["domain"], domains)
     }
     timings["documents_ms"] = _ms(time.perf_counter() - t)
     l0 = [m for m in l0_considered if m.doc_key in documents]
