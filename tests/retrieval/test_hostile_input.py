@@ -66,7 +66,7 @@ def test_hostile_bodies_are_4xx_naming_the_field(agent_client, body, status, cod
 def test_odd_but_valid_unicode_is_answered_and_recorded(agent_client, vector_store, query, session_id):
     response = agent_client.post(URL, {"query": query, "session_id": session_id + "😀"}, format="json")
     assert response.status_code in (200, 400), response.content[:300]
-    record = ToolInvocation.objects.get(pk=int(response["X-Invocation-Id"]))
+    record = ToolInvocation.objects.get(public_id=response["X-Invocation-Id"])
     assert record.request["query"] == query
     assert record.session_id == session_id + "😀"
 

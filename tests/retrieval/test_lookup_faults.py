@@ -85,7 +85,7 @@ def milvus(tmp_path, settings):
 def _lookup(client, query: str, session_id: str):
     response = client.post(LOOKUP, {"query": query, "session_id": session_id}, format="json")
     assert response.status_code == 200, response.content
-    record = ToolInvocation.objects.get(pk=int(response["X-Invocation-Id"]))
+    record = ToolInvocation.objects.get(public_id=response["X-Invocation-Id"])
     return response.json(), record
 
 
