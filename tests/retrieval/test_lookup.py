@@ -7,9 +7,16 @@ from django.core.exceptions import ValidationError
 from knowledge.models import ApiDocument
 from knowledge.vectorstore import reset_vector_store
 from observability.models import ToolInvocation
+from retrieval.agents import memory_session_key
 from retrieval.services import lookup_knowledge
 from retrieval.tracker import get_tracker
 from tests.conftest import free_port
+
+
+def _memory(session_id: str) -> str:
+    """The action-memory key of a lookup made without an agent (as these tests call it)."""
+    return memory_session_key(agent_id=None, agent="", session_id=session_id)
+
 
 pytestmark = pytest.mark.django_db
 
@@ -173,7 +180,9 @@ def test_a_primary_too_long_to_send_whole_carries_the_chunks_around_the_match(co
 # --- action memory in the lookup (FS-3, seed 004 Part A) ------------------------------------------
 def test_only_what_is_returned_is_marked(seeded_corpus, session_id):
     outcome = _lookup("数据库连接池配置", session_id)
-    assert get_tracker().snapshot(session_id).domains == {"infrastructure": ["infrastructure/mysql-pool.md"]}
+    assert get_tracker().snapshot(_memory(session_id)).domains == {
+        "infrastructure": ["infrastructure/mysql-pool.md"]
+    }
     # Candidates under the threshold (the exhaustion doc, hikaricp) were not marked.
     assert {c["doc_key"] for c in outcome.details["l1_candidates"]} > {"infrastructure/mysql-pool.md"}
 
@@ -195,7 +204,7 @@ def test_withheld_documents_make_room_for_the_next_ones(corpus, session_id):
 def test_a_withheld_precise_document_leaves_the_level_to_what_is_returned(corpus, session_id):
     corpus.add("codes.md", title="错误码", domain="api", keywords=["ERR_TIMEOUT"], chunks=["错误码列表"])
     corpus.add("timeout.md", title="超时", domain="api", chunks=["ERR_TIMEOUT"])
-    get_tracker().mark_retrieved(session_id, "api", "codes.md")
+    get_tracker().mark_retrieved(_memory(session_id), "api", "codes.md")
     outcome = _lookup("ERR_TIMEOUT", session_id)
     assert _doc_keys(outcome.body) == ["timeout.md"]
     assert outcome.body["relevanceLevel"] == "HIGHLY_RELEVANT"
@@ -233,7 +242,7 @@ def test_hard_domain_dedup_blocks_a_lookup_whose_best_result_is_in_a_retrieved_d
     assert "infrastructure/mysql-pool.md" in outcome.body["message"]
     assert outcome.body["retrievedDomainsThisSession"] == ["infrastructure"]
     # Blocked: nothing new marked. Another domain still answers.
-    assert get_tracker().snapshot(session_id).doc_keys == {"infrastructure/mysql-pool.md"}
+    assert get_tracker().snapshot(_memory(session_id)).doc_keys == {"infrastructure/mysql-pool.md"}
     assert _lookup("ERR_TIMEOUT", session_id).body["relevanceLevel"] == "PRECISE"
 
 
@@ -253,7 +262,7 @@ def test_a_dry_run_neither_marks_the_session_nor_records(seeded_corpus, session_
     assert outcome.invocation_id is None
     assert outcome.body["relevanceLevel"] == "HIGHLY_RELEVANT"
     assert outcome.body["retrievedDomainsThisSession"] == ["infrastructure"]  # as the call would leave it
-    assert get_tracker().snapshot(session_id).domains == {}
+    assert get_tracker().snapshot(_memory(session_id)).domains == {}
     assert ToolInvocation.objects.count() == before
     candidate = outcome.details["l1_candidates"][0]
     assert set(candidate) >= {"doc_key", "domain", "chunk_id", "chunk_index", "score", "similarity", "title"}
