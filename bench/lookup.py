@@ -412,7 +412,7 @@ def run_size(n_chunks: int, args: argparse.Namespace) -> dict:
         )
         wait_for_port(web_port, web)
 
-        def post(query: str) -> tuple[float, dict, int]:
+        def post(query: str) -> tuple[float, dict, str]:
             body = json.dumps({"query": query, "session_id": f"bench-{uuid.uuid4().hex}"})
             t0 = time.perf_counter()
             conn = http.client.HTTPConnection("127.0.0.1", web_port, timeout=600)
@@ -428,7 +428,7 @@ def run_size(n_chunks: int, args: argparse.Namespace) -> dict:
             conn.close()
             if response.status != 200:
                 raise RuntimeError(f"{response.status}: {payload}")
-            return elapsed, payload, int(response.getheader("X-Invocation-Id"))
+            return elapsed, payload, response.getheader("X-Invocation-Id")  # the opaque public id
 
         def get_schema() -> float:
             t0 = time.perf_counter()
@@ -480,7 +480,7 @@ def run_size(n_chunks: int, args: argparse.Namespace) -> dict:
         baseline = [get_schema() for _ in range(len(qs))]
 
         records = list(
-            ToolInvocation.objects.filter(pk__in=first_ids).values_list("retrieval_details", flat=True)
+            ToolInvocation.objects.filter(public_id__in=first_ids).values_list("retrieval_details", flat=True)
         )
         server = {
             key: summary([r["timings"][key] for r in records])

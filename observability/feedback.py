@@ -33,6 +33,14 @@ def feedback_record(
     if not isinstance(helpful, bool):
         raise ValidationError({"helpful": "must be true or false"})
     comment = (comment or "").strip()
+    try:
+        comment.encode("utf-8")
+    except UnicodeEncodeError as exc:  # JSON lets lone surrogates through; UTF-8 cannot store them
+        raise ValidationError(
+            {
+                "comment": f"Contains a character that is not valid Unicode text (a lone surrogate at {exc.start})."
+            }
+        ) from None
     if len(comment) > MAX_COMMENT_CHARS:
         raise ValidationError({"comment": f"at most {MAX_COMMENT_CHARS} characters"})
     if source not in InvocationFeedback.Source.values:

@@ -218,7 +218,10 @@ def dify_retrieve(
     request_record = {"source": "dify", "agent": agent}
     if isinstance(body, dict):
         request_record.update(
-            {k: body.get(k) for k in ("knowledge_id", "query", "retrieval_setting", "metadata_condition")}
+            {
+                k: _recordable(body.get(k))
+                for k in ("knowledge_id", "query", "retrieval_setting", "metadata_condition")
+            }
         )
         if isinstance(request_record.get("query"), str):
             request_record["query"] = request_record["query"][:4000]
@@ -255,6 +258,18 @@ def dify_retrieve(
     summary = f"{len(records)} records" + (f": {records[0]['metadata']['doc_key']}" if records else "")
     record(ToolInvocation.Status.SUCCESS, summary, details=details)
     return records
+
+
+def _recordable(value: Any) -> Any:
+    """A request value as it can be stored: lone surrogates escaped (MariaDB's JSON check refuses
+    them, as UTF-8 cannot hold them), at any depth."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, list):
+        return [_recordable(v) for v in value]
+    if isinstance(value, dict):
+        return {_recordable(k): _recordable(v) for k, v in value.items()}
+    return value
 
 
 def _unicode_problem(text: str) -> str | None:

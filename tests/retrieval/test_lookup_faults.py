@@ -101,8 +101,9 @@ def test_milvus_stopped_then_restarted_lookups_degrade_to_keywords_and_recover(m
     # Given the vector store is stopped (killed by its PID)
     milvus.stop()
 
-    # Then /healthz is 503 and names the vector store, with the address it cannot reach
-    health = client.get("/healthz")
+    # Then /healthz is 503 and names the vector store; with a token, the address it cannot reach
+    assert client.get("/healthz").json()["checks"]["vector_store"] == {"ok": False}
+    health = agent_client.get("/healthz")
     assert health.status_code == 503
     assert health.json()["down"] == ["vector_store"]
     assert milvus.uri in health.json()["checks"]["vector_store"]["error"]

@@ -249,5 +249,5 @@ def test_over_stdio_the_second_lookup_of_a_session_withholds_the_first_document(
     assert first["primary"]["docKey"] == "api/error-codes.md"
     assert "api/error-codes.md" not in _returned(second) and second["relevanceLevel"] == "DEDUPED"
     assert first["sessionId"] == second["sessionId"] and first["sessionId"].startswith("mcp-")
-    recorded = ToolInvocation.objects.get(pk=second["invocationId"])
+    recorded = ToolInvocation.objects.get(public_id=second["invocationId"])
     assert recorded.request["agent"] == "mcp-stdio" and recorded.request["source"] == "mcp"
