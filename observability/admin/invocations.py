@@ -30,6 +30,7 @@ from observability.display import (
     display_text,
     request_query,
 )
+from observability.explain import level_explanation, thresholds_source
 from observability.feedback import feedback_record
 from observability.forms import FeedbackForm
 from observability.models import InvocationFeedback, ToolInvocation
@@ -179,9 +180,26 @@ class ToolInvocationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         extra_context = extra_context or {}
         if obj is not None:
             details = display_clean(obj.retrieval_details) if isinstance(obj.retrieval_details, dict) else {}
+            l1_rows = _l1_rows(details)
+            doc_links = _document_links(l1_rows, details)
+            for row in l1_rows:
+                row["url"] = doc_links.get(row.get("doc_key") or "")
+            previous, following = _session_neighbours(obj)
             extra_context.update(
                 details=details,
-                l1_rows=_l1_rows(details),
+                l1_rows=l1_rows,
+                doc_links=[
+                    {"key": key, "url": doc_links.get(key), "mark": mark}
+                    for mark, name in (("returned", "returned_doc_keys"), ("withheld", "withheld_doc_keys"))
+                    for key in (details.get(name) if isinstance(details.get(name), list) else [])
+                    if isinstance(key, str)
+                ],
+                explanation=level_explanation(
+                    tool_name=obj.tool_name, status=obj.status, level=obj.relevance_level, details=details
+                ),
+                thresholds_source=thresholds_source(details),
+                previous_call=previous,
+                next_call=following,
                 feedback=list(obj.feedback.select_related("user")),
                 my_feedback=obj.feedback.filter(user=request.user).first(),
                 feedback_url=reverse("admin:observability_toolinvocation_feedback", args=[obj.pk]),
@@ -290,14 +308,62 @@ def level_badge(obj: ToolInvocation) -> str:
 
 
 def _l1_rows(details: dict) -> list[dict]:
-    """The L1 candidates of a record as rows: raw score and the similarity it normalises to."""
+    """The L1 candidates of a record as rows: document, title, chunk, raw score, similarity and
+    whether it was returned or withheld (older records hold only ``l1_scores``)."""
     from django.conf import settings
 
+    returned = details.get("returned_doc_keys") if isinstance(details.get("returned_doc_keys"), list) else []
+    withheld = details.get("withheld_doc_keys") if isinstance(details.get("withheld_doc_keys"), list) else []
+    candidates = details.get("l1_candidates")
+    if isinstance(candidates, list) and candidates:
+        rows = []
+        for i, c in enumerate(candidates):
+            if not isinstance(c, dict):
+                continue
+            key = c.get("doc_key") if isinstance(c.get("doc_key"), str) else None
+            rows.append(
+                {
+                    "rank": i + 1,
+                    "doc_key": key,
+                    "title": c.get("title") if isinstance(c.get("title"), str) else "",
+                    "chunk": c.get("chunk_index"),
+                    "score": round(float(c["score"]), 4) if _is_number(c.get("score")) else None,
+                    "similarity": round(float(c["similarity"]), 4)
+                    if _is_number(c.get("similarity"))
+                    else None,
+                    "mark": "returned" if key in returned else "withheld" if key in withheld else "",
+                }
+            )
+        return rows
     max_l2 = float(settings.RETRIEVAL_MAX_L2_DISTANCE)
     rows = []
     for i, score in enumerate(details.get("l1_scores") or []):
-        if not isinstance(score, int | float):
+        if not _is_number(score):
             continue
         similarity = 1 - min(max(float(score), 0.0), max_l2) / max_l2
         rows.append({"rank": i + 1, "score": round(float(score), 4), "similarity": round(similarity, 4)})
     return rows
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _document_links(rows: list[dict], details: dict) -> dict[str, str]:
+    """doc_key -> its document's admin page, for the keys this record names."""
+    from knowledge.models import ApiDocument
+
+    keys = {r["doc_key"] for r in rows if r.get("doc_key")}
+    for name in ("returned_doc_keys", "withheld_doc_keys"):
+        if isinstance(details.get(name), list):
+            keys |= {k for k in details[name] if isinstance(k, str)}
+    documents = ApiDocument.objects.filter(doc_key__in=keys).values_list("doc_key", "pk")
+    return {key: reverse("admin:knowledge_apidocument_change", args=[pk]) for key, pk in documents}
+
+
+def _session_neighbours(obj: ToolInvocation) -> tuple[ToolInvocation | None, ToolInvocation | None]:
+    """The previous and next call of the same session (by time)."""
+    same = ToolInvocation.objects.filter(session_id=obj.session_id).exclude(pk=obj.pk)
+    previous = same.filter(created_at__lte=obj.created_at).order_by("-created_at", "-pk").first()
+    following = same.filter(created_at__gte=obj.created_at).order_by("created_at", "pk").first()
+    return previous, following
