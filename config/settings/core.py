@@ -48,6 +48,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files: compressed copies and far-future cache headers for hashed names (after
+    # collectstatic); straight from the finders otherwise (config/staticfiles.py).
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -100,6 +103,13 @@ STATICFILES_FINDERS = [
     # plotly.js for the admin dashboards, straight from the plotly package (observability/staticfiles.py).
     "observability.staticfiles.PlotlyFinder",
 ]
+
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "config.staticfiles.StaticStorage"},
+}
+# Serve from the finders too: a checkout that never ran collectstatic still has its admin pages.
+WHITENOISE_USE_FINDERS = True
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
