@@ -13,7 +13,12 @@ def test_the_home_page_shows_documents_failures_empty_domains_and_lookups(admin_
     empty = KnowledgeDomain.objects.create(domain_id="forgotten")
     ApiDocument.objects.create(doc_key="api/a.md", title="A", domain="api", content="x")
     ApiDocument.objects.create(
-        doc_key="api/bad.md", title="B", domain="api", content="x", status="FAILED", error="parse error: line 3"
+        doc_key="api/bad.md",
+        title="B",
+        domain="api",
+        content="x",
+        status="FAILED",
+        error="parse error: line 3",
     )
     ToolInvocation.objects.create(tool_name="lookup_knowledge", session_id="s", request={"query": "q"})
     ToolInvocation.objects.create(
