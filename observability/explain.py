@@ -68,6 +68,10 @@ def level_explanation(*, tool_name: str, status: str, level: str | None, details
     if level is None:
         if sim is None:
             return gettext("Neither keyword nor vector search found a candidate, so not found.")
+        if reference is None:  # an older record without its thresholds
+            return gettext("Best similarity %(sim)s is below the REFERENCE threshold, so not found.") % {
+                "sim": sim
+            }
         return gettext("Best similarity %(sim)s is below REFERENCE %(ref)s, so not found.") % {
             "sim": sim,
             "ref": ref,

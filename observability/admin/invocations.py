@@ -33,6 +33,8 @@ from observability.display import (
 from observability.explain import level_explanation, thresholds_source
 from observability.feedback import feedback_record
 from observability.forms import FeedbackForm
+from observability.links import iso
+from observability.metrics import DIFY_TOOL
 from observability.models import InvocationFeedback, ToolInvocation
 
 
@@ -136,7 +138,55 @@ class ToolInvocationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
                 name="observability_toolinvocation_feedback",
             ),
         ]
+        extra.append(
+            path(
+                "export.csv",
+                self.admin_site.admin_view(self.export_csv_view),
+                name="observability_toolinvocation_export",
+            )
+        )
         return extra + super().get_urls()
+
+    def export_csv_view(self, request: HttpRequest):
+        """The list as filtered (same filters and search), as CSV, newest first, at most
+        EXPORT_ROWS rows, streamed."""
+        import csv
+
+        from django.http import StreamingHttpResponse
+
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        queryset = self.get_changelist_instance(request).get_queryset(request)
+
+        class Echo:
+            def write(self, value):
+                return value
+
+        writer = csv.writer(Echo())
+        header = ["id", "created_at", "tool_name", "session_id", "query", "status", "relevance_level"]
+        header += ["dedup_reason", "l1_top_similarity", "duration_ms"]
+
+        def rows():
+            yield writer.writerow(header)
+            for obj in queryset.order_by("-created_at", "-pk")[:EXPORT_ROWS].iterator(chunk_size=2000):
+                yield writer.writerow(
+                    [
+                        obj.pk,
+                        iso(obj.created_at),
+                        obj.tool_name,
+                        display_text(obj.session_id),
+                        display_text(request_query(obj.request)),
+                        obj.status,
+                        obj.relevance_level or "",
+                        obj.dedup_reason or "",
+                        "" if obj.l1_top_similarity is None else f"{obj.l1_top_similarity:.4f}",
+                        obj.duration_ms,
+                    ]
+                )
+
+        response = StreamingHttpResponse(rows(), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = 'attachment; filename="tool-invocations.csv"'
+        return response
 
     def changelist_view(self, request, extra_context=None):
         response = super().changelist_view(request, extra_context)
@@ -173,6 +223,10 @@ class ToolInvocationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             ),
         }
         context["dashboard_url"] = reverse("admin:observability_retrievaldashboard_changelist")
+        query = request.GET.urlencode()
+        context["csv_url"] = reverse("admin:observability_toolinvocation_export") + (
+            f"?{query}" if query else ""
+        )
         return response
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
@@ -296,8 +350,22 @@ def _rollup_filters(cl) -> selectors.InvocationFilter | None:
     )
 
 
+# The CSV export's cap: a filtered list is what it is for, not a dump of the table.
+EXPORT_ROWS = 100_000
+
+
 def level_badge(obj: ToolInvocation) -> str:
     """The level as a coloured badge; no level is "not found" (one name everywhere), or "error"."""
+    if obj.tool_name == DIFY_TOOL and obj.status != ToolInvocation.Status.ERROR:
+        # Dify calls have no level: their outcome is whether records came back.
+        keys = (
+            obj.retrieval_details.get("returned_doc_keys")
+            if isinstance(obj.retrieval_details, dict)
+            else None
+        )
+        if isinstance(keys, list) and keys:
+            return format_html('<span class="okb-mark okb-returned">{}</span>', gettext("Dify: records"))
+        return format_html('<span class="okb-mark okb-withheld">{}</span>', gettext("Dify: no records"))
     if obj.relevance_level:
         return format_html(
             '<span class="okb-level okb-level-{}">{}</span>', obj.relevance_level, obj.relevance_level

@@ -49,7 +49,7 @@ THRESHOLDS = {"reference": 0.5, "highly_relevant": 0.75, "max_l2_distance": 2.0,
         (
             None,
             {"l1_top_similarity": 0.2, "thresholds": "odd"},
-            "Best similarity 0.20 is below REFERENCE ?, so not found.",
+            "Best similarity 0.20 is below the REFERENCE threshold, so not found.",
         ),
         (
             None,
