@@ -217,3 +217,36 @@ def test_an_invocation_explains_its_level(browser, live_server, seeded):
     assert sentence.startswith("Best similarity 0.31 is below the REFERENCE threshold, so not found.")
     assert _overflow(browser)["scroll"] <= WIDTH
     browser.save_screenshot(str(SCREENSHOTS / "invocation_explained.png"))
+
+
+def test_in_chinese_no_label_is_left_in_english(browser, live_server, seeded):
+    import polib
+
+    from tests.config.test_i18n_complete import CATALOGUE
+
+    english = {e.msgid.strip() for e in polib.pofile(str(CATALOGUE)) if e.msgstr and e.msgstr != e.msgid}
+    _login(browser, live_server)
+    from selenium.webdriver.support.ui import Select
+
+    Select(browser.find_element("id", "language-select")).select_by_value("zh-hans")
+    _wait(browser, "return document.documentElement.lang === 'zh-hans'")
+    pages = {
+        "dashboard_zh": reverse("admin:observability_retrievaldashboard_changelist")
+        + "?range=24h&tool=__all__",
+        "invocations_zh": reverse("admin:observability_toolinvocation_changelist"),
+        "admin_index_zh": reverse("admin:index"),
+    }
+    untranslated = {}
+    for name, url in pages.items():
+        browser.get(live_server.url + url)
+        _wait(browser, "return document.readyState === 'complete'")
+        texts = browser.execute_script(
+            "return Array.from(document.querySelectorAll('#content label, #content th, #content h2, #content h3,"
+            " #content .okb-label, #content summary, #content .okb-nav a, #changelist-filter h3, #dashboard-empty'))"
+            ".map(e => e.textContent.trim().replace(/:$/, ''));"
+        )
+        left = sorted({t for t in texts if t in english})
+        if left:
+            untranslated[name] = left
+        browser.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
+    assert untranslated == {}
