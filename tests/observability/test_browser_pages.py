@@ -250,3 +250,26 @@ def test_in_chinese_no_label_is_left_in_english(browser, live_server, seeded):
             untranslated[name] = left
         browser.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
     assert untranslated == {}
+
+
+def test_a_document_status_changes_without_a_reload(browser, live_server, seeded):
+    document = ApiDocument.objects.create(
+        doc_key="infrastructure/new.md",
+        title="新文档",
+        domain="infrastructure",
+        content="x",
+        status="INDEXING",
+    )
+    _login(browser, live_server)
+    browser.get(live_server.url + reverse("admin:knowledge_apidocument_changelist"))
+    badge = f"document.querySelector('[data-doc-id=\"{document.pk}\"]')"
+    assert browser.execute_script(f"return {badge}.dataset.docStatus") == "INDEXING"
+    browser.execute_script("window.__notReloaded = true")
+    # What the worker does when indexing ends.
+    ApiDocument.objects.filter(pk=document.pk).update(status="FAILED", error="parse error: line 3")
+    _wait(browser, f"return {badge}.dataset.docStatus === 'FAILED'", timeout=20)
+    assert browser.execute_script("return window.__notReloaded === true")
+    assert "parse error: line 3" in browser.execute_script(f"return {badge}.textContent")
+    browser.save_screenshot(str(SCREENSHOTS / "documents_status.png"))
+    browser.get(live_server.url + reverse("admin:knowledge_apidocument_change", args=[document.pk]))
+    assert browser.find_element("css selector", "#reindex-form button").text == "Re-index"
