@@ -1,8 +1,15 @@
 from django.contrib import admin
 from django.urls import include, path
+from django.utils.translation import gettext_lazy as _
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from config.health import healthz
+
+# The staff site is agentkb's, and "View site" opens the API documentation (there is no other site).
+admin.site.site_header = _("agentkb administration")
+admin.site.site_title = _("agentkb")
+admin.site.index_title = _("How agentkb is doing")
+admin.site.site_url = "/api/docs/"
 
 urlpatterns = [
     path("admin/", admin.site.urls),

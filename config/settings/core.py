@@ -48,6 +48,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files: compressed copies and far-future cache headers for hashed names (after
+    # collectstatic); straight from the finders otherwise (config/staticfiles.py).
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -103,6 +106,12 @@ STATICFILES_FINDERS = [
 
 # Debug pages and error reports mask credentials inside URL-valued settings too (config.debug).
 DEFAULT_EXCEPTION_REPORTER_FILTER = "config.debug.CredentialSafeReporterFilter"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "config.staticfiles.StaticStorage"},
+}
+# Serve from the finders too: a checkout that never ran collectstatic still has its admin pages.
+WHITENOISE_USE_FINDERS = True
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -20,6 +20,7 @@ from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
+from knowledge.admin.status import status_urls
 from knowledge.models import ApiDocument, DocumentOriginal
 from knowledge.parsing import DocumentParseError, normalise_doc_key, parse_document, validate_domain
 from knowledge.selectors import domain_ids_known
@@ -326,16 +327,23 @@ class ApiDocumentAdmin(admin.ModelAdmin):
     @admin.display(description=_("status"), ordering="status")
     def status_badge(self, obj: ApiDocument):
         colours = {"INDEXED": "#2e7d32", "FAILED": "#c62828", "INDEXING": "#1565c0", "PENDING": "#6d6d6d"}
+        # data-doc-*: the list refreshes the badge while indexing runs (knowledge/admin/status.py).
         if obj.status == ApiDocument.Status.FAILED and obj.error:
             return format_html(
-                '<span style="color:{}" title="{}">{}</span>: {}',
+                '<span style="color:{}" title="{}" data-doc-id="{}" data-doc-status="{}">{}: {}</span>',
                 colours["FAILED"],
                 obj.error,
+                obj.pk,
+                obj.status,
                 obj.get_status_display(),
                 Truncator(obj.error).chars(80),
             )
         return format_html(
-            '<span style="color:{}">{}</span>', colours.get(obj.status, "inherit"), obj.get_status_display()
+            '<span style="color:{}" data-doc-id="{}" data-doc-status="{}">{}</span>',
+            colours.get(obj.status, "inherit"),
+            obj.pk,
+            obj.status,
+            obj.get_status_display(),
         )
 
     @admin.display(description=_("metadata"))
@@ -453,6 +461,7 @@ class ApiDocumentAdmin(admin.ModelAdmin):
                 self.admin_site.admin_view(self.original_download_view),
                 name="knowledge_apidocument_original",
             ),
+            *status_urls(self),
             *super().get_urls(),
         ]
 

@@ -30,8 +30,11 @@ from observability.display import (
     display_text,
     request_query,
 )
+from observability.explain import level_explanation, thresholds_source
 from observability.feedback import feedback_record
 from observability.forms import FeedbackForm
+from observability.links import iso
+from observability.metrics import DIFY_TOOL
 from observability.models import InvocationFeedback, ToolInvocation
 
 
@@ -135,7 +138,55 @@ class ToolInvocationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
                 name="observability_toolinvocation_feedback",
             ),
         ]
+        extra.append(
+            path(
+                "export.csv",
+                self.admin_site.admin_view(self.export_csv_view),
+                name="observability_toolinvocation_export",
+            )
+        )
         return extra + super().get_urls()
+
+    def export_csv_view(self, request: HttpRequest):
+        """The list as filtered (same filters and search), as CSV, newest first, at most
+        EXPORT_ROWS rows, streamed."""
+        import csv
+
+        from django.http import StreamingHttpResponse
+
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        queryset = self.get_changelist_instance(request).get_queryset(request)
+
+        class Echo:
+            def write(self, value):
+                return value
+
+        writer = csv.writer(Echo())
+        header = ["id", "created_at", "tool_name", "session_id", "query", "status", "relevance_level"]
+        header += ["dedup_reason", "l1_top_similarity", "duration_ms"]
+
+        def rows():
+            yield writer.writerow(header)
+            for obj in queryset.order_by("-created_at", "-pk")[:EXPORT_ROWS].iterator(chunk_size=2000):
+                yield writer.writerow(
+                    [
+                        obj.pk,
+                        iso(obj.created_at),
+                        obj.tool_name,
+                        display_text(obj.session_id),
+                        display_text(request_query(obj.request)),
+                        obj.status,
+                        obj.relevance_level or "",
+                        obj.dedup_reason or "",
+                        "" if obj.l1_top_similarity is None else f"{obj.l1_top_similarity:.4f}",
+                        obj.duration_ms,
+                    ]
+                )
+
+        response = StreamingHttpResponse(rows(), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = 'attachment; filename="tool-invocations.csv"'
+        return response
 
     def changelist_view(self, request, extra_context=None):
         response = super().changelist_view(request, extra_context)
@@ -172,6 +223,10 @@ class ToolInvocationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             ),
         }
         context["dashboard_url"] = reverse("admin:observability_retrievaldashboard_changelist")
+        query = request.GET.urlencode()
+        context["csv_url"] = reverse("admin:observability_toolinvocation_export") + (
+            f"?{query}" if query else ""
+        )
         return response
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
@@ -179,9 +234,26 @@ class ToolInvocationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         extra_context = extra_context or {}
         if obj is not None:
             details = display_clean(obj.retrieval_details) if isinstance(obj.retrieval_details, dict) else {}
+            l1_rows = _l1_rows(details)
+            doc_links = _document_links(l1_rows, details)
+            for row in l1_rows:
+                row["url"] = doc_links.get(row.get("doc_key") or "")
+            previous, following = _session_neighbours(obj)
             extra_context.update(
                 details=details,
-                l1_rows=_l1_rows(details),
+                l1_rows=l1_rows,
+                doc_links=[
+                    {"key": key, "url": doc_links.get(key), "mark": mark}
+                    for mark, name in (("returned", "returned_doc_keys"), ("withheld", "withheld_doc_keys"))
+                    for key in (details.get(name) if isinstance(details.get(name), list) else [])
+                    if isinstance(key, str)
+                ],
+                explanation=level_explanation(
+                    tool_name=obj.tool_name, status=obj.status, level=obj.relevance_level, details=details
+                ),
+                thresholds_source=thresholds_source(details),
+                previous_call=previous,
+                next_call=following,
                 feedback=list(obj.feedback.select_related("user")),
                 my_feedback=obj.feedback.filter(user=request.user).first(),
                 feedback_url=reverse("admin:observability_toolinvocation_feedback", args=[obj.pk]),
@@ -278,8 +350,22 @@ def _rollup_filters(cl) -> selectors.InvocationFilter | None:
     )
 
 
+# The CSV export's cap: a filtered list is what it is for, not a dump of the table.
+EXPORT_ROWS = 100_000
+
+
 def level_badge(obj: ToolInvocation) -> str:
     """The level as a coloured badge; no level is "not found" (one name everywhere), or "error"."""
+    if obj.tool_name == DIFY_TOOL and obj.status != ToolInvocation.Status.ERROR:
+        # Dify calls have no level: their outcome is whether records came back.
+        keys = (
+            obj.retrieval_details.get("returned_doc_keys")
+            if isinstance(obj.retrieval_details, dict)
+            else None
+        )
+        if isinstance(keys, list) and keys:
+            return format_html('<span class="okb-mark okb-returned">{}</span>', gettext("Dify: records"))
+        return format_html('<span class="okb-mark okb-withheld">{}</span>', gettext("Dify: no records"))
     if obj.relevance_level:
         return format_html(
             '<span class="okb-level okb-level-{}">{}</span>', obj.relevance_level, obj.relevance_level
@@ -290,14 +376,62 @@ def level_badge(obj: ToolInvocation) -> str:
 
 
 def _l1_rows(details: dict) -> list[dict]:
-    """The L1 candidates of a record as rows: raw score and the similarity it normalises to."""
+    """The L1 candidates of a record as rows: document, title, chunk, raw score, similarity and
+    whether it was returned or withheld (older records hold only ``l1_scores``)."""
     from django.conf import settings
 
+    returned = details.get("returned_doc_keys") if isinstance(details.get("returned_doc_keys"), list) else []
+    withheld = details.get("withheld_doc_keys") if isinstance(details.get("withheld_doc_keys"), list) else []
+    candidates = details.get("l1_candidates")
+    if isinstance(candidates, list) and candidates:
+        rows = []
+        for i, c in enumerate(candidates):
+            if not isinstance(c, dict):
+                continue
+            key = c.get("doc_key") if isinstance(c.get("doc_key"), str) else None
+            rows.append(
+                {
+                    "rank": i + 1,
+                    "doc_key": key,
+                    "title": c.get("title") if isinstance(c.get("title"), str) else "",
+                    "chunk": c.get("chunk_index"),
+                    "score": round(float(c["score"]), 4) if _is_number(c.get("score")) else None,
+                    "similarity": round(float(c["similarity"]), 4)
+                    if _is_number(c.get("similarity"))
+                    else None,
+                    "mark": "returned" if key in returned else "withheld" if key in withheld else "",
+                }
+            )
+        return rows
     max_l2 = float(settings.RETRIEVAL_MAX_L2_DISTANCE)
     rows = []
     for i, score in enumerate(details.get("l1_scores") or []):
-        if not isinstance(score, int | float):
+        if not _is_number(score):
             continue
         similarity = 1 - min(max(float(score), 0.0), max_l2) / max_l2
         rows.append({"rank": i + 1, "score": round(float(score), 4), "similarity": round(similarity, 4)})
     return rows
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _document_links(rows: list[dict], details: dict) -> dict[str, str]:
+    """doc_key -> its document's admin page, for the keys this record names."""
+    from knowledge.models import ApiDocument
+
+    keys = {r["doc_key"] for r in rows if r.get("doc_key")}
+    for name in ("returned_doc_keys", "withheld_doc_keys"):
+        if isinstance(details.get(name), list):
+            keys |= {k for k in details[name] if isinstance(k, str)}
+    documents = ApiDocument.objects.filter(doc_key__in=keys).values_list("doc_key", "pk")
+    return {key: reverse("admin:knowledge_apidocument_change", args=[pk]) for key, pk in documents}
+
+
+def _session_neighbours(obj: ToolInvocation) -> tuple[ToolInvocation | None, ToolInvocation | None]:
+    """The previous and next call of the same session (by time)."""
+    same = ToolInvocation.objects.filter(session_id=obj.session_id).exclude(pk=obj.pk)
+    previous = same.filter(created_at__lte=obj.created_at).order_by("-created_at", "-pk").first()
+    following = same.filter(created_at__gte=obj.created_at).order_by("created_at", "pk").first()
+    return previous, following

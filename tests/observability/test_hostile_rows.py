@@ -213,3 +213,22 @@ def test_stored_values_are_clipped_with_the_whole_text_on_hover(admin_client):
     assert re.search(r'okb-level-none">not found<', listing)
     feedback = admin_client.get(reverse("admin:observability_invocationfeedback_changelist")).content.decode()
     assert "y" * 59 + "…" in feedback and "y" * 2001 not in feedback
+
+
+@pytest.mark.django_db
+def test_the_filtered_list_exports_as_csv(admin_client):
+    import csv
+    import io
+
+    hostile_rows()
+    url = reverse("admin:observability_toolinvocation_export")
+    response = admin_client.get(url, {"tool_name": "dify_retrieval"})
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
+    rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode("utf-8"))))
+    assert rows[0][:3] == ["id", "created_at", "tool_name"]
+    assert len(rows) == 1 + len(HOSTILE_VALUES) and {r[2] for r in rows[1:]} == {"dify_retrieval"}
+    assert "lone \ufffd surrogate \ufffd" in {r[4] for r in rows[1:]}
+    listing = admin_client.get(
+        reverse("admin:observability_toolinvocation_changelist"), {"tool_name": "dify_retrieval"}
+    )
+    assert f"{url}?tool_name=dify_retrieval" in listing.content.decode()

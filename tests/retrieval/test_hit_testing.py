@@ -73,3 +73,22 @@ def test_hit_test_bad_input_names_the_field(admin_client, db):
     response = admin_client.get(reverse(URL), {"query": ""})
     assert response.status_code == 200
     assert "query" in response.context["form"].errors and "result" not in response.context
+
+
+def test_hit_test_takes_top_k_draws_threshold_lines_and_lists_the_last_tests(admin_client, seeded_corpus):
+    response = admin_client.get(reverse(URL), {"query": "数据库连接池配置", "top_k": "1"})
+    assert response.context["details"]["top_k"] == 1
+    rows = response.context["candidate_rows"]
+    lines = [r["line"] for r in rows if "line" in r]
+    assert lines == ["HIGHLY_RELEVANT", "REFERENCE"]
+    # Each line sits where the candidates' similarity crosses it (best first).
+    position = {r["line"]: i for i, r in enumerate(rows) if "line" in r}
+    for i, row in enumerate(rows):
+        if "candidate" in row and row["candidate"]["similarity"] < 0.5:
+            assert i > position["REFERENCE"]
+    assert "<textarea" in response.content.decode()
+    again = admin_client.get(reverse(URL), {"query": "ERR_TIMEOUT"})
+    assert [t["query"] for t in again.context["recent_tests"]] == ["ERR_TIMEOUT", "数据库连接池配置"]
+    assert 'id="hit-recent"' in again.content.decode()
+    refused = admin_client.get(reverse(URL), {"query": "x", "top_k": "0"})
+    assert "top_k" in refused.context["form"].errors
