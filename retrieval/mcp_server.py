@@ -83,7 +83,9 @@ def _token_agent(ctx: Context) -> str | None:
     """The token's agent over HTTP (its profile may set the agent-facing language); None on stdio,
     which has no token and speaks the global AGENT_LANGUAGE."""
     request = ctx.request_context.request
-    return None if request is None else request.scope.get(AGENT_SCOPE_KEY)
+    caller = None if request is None else request.scope.get(AGENT_SCOPE_KEY)
+    # The scope holds the token's username (or an agent object naming it).
+    return caller if isinstance(caller, str) or caller is None else getattr(caller, "name", None)
 
 
 def _language(token_agent: str | None) -> str | None:
