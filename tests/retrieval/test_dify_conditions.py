@@ -10,15 +10,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.core.cache import cache
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
 from knowledge.models import ApiDocument
 from knowledge.vectorstore import reset_vector_store
 from observability.models import ToolInvocation
 from retrieval.dify_conditions import ConditionError, metadata_condition_clean
-from retrieval.throttling import AgentThrottle, agent_budget_id
 from retrieval.tokens import tool_token_issue
 from tests.conftest import free_port
 from tests.retrieval.conftest import seed_documents
@@ -161,26 +158,29 @@ def test_difys_connection_check_passes_with_a_tool_token_and_fails_without(world
         missing.check_endpoint()
 
 
-def test_a_throttled_call_is_answered_when_difys_retry_comes_after_the_window(world, settings):
+def _tool_rate(settings, rate: str) -> None:
     settings.REST_FRAMEWORK = {
         **settings.REST_FRAMEWORK,
-        "DEFAULT_THROTTLE_RATES": {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "tool": "1/min"},
+        "DEFAULT_THROTTLE_RATES": {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "tool": rate},
     }
-    user = Token.objects.get(key=world.api_key).user
-    throttle_key = AgentThrottle().agent_key(agent_budget_id(user))  # the agent's one budget
+
+
+def test_a_throttled_call_is_answered_when_difys_retry_comes_after_the_window(world, settings):
+    _tool_rate(settings, "1/min")
     first = world.retrieve(query="数据库连接池配置", knowledge_id="*")
 
-    def window_passes(attempt, response):
+    def budget_comes_back(attempt, response):
         if response.status_code == 429:
             assert response.json()["error_code"] == 3002
-            cache.delete(throttle_key)  # the minute is over before Dify's next retry
+            _tool_rate(settings, "100/min")  # the window is over before Dify's next retry
 
-    world.on_response = window_passes
+    world.on_response = budget_comes_back
     second = world.retrieve(query="数据库连接池配置", knowledge_id="*")
     assert [r.status_code for r in world.responses] == [200, 429, 200]
     assert first and second == first  # no action memory: a retry gets the same records
 
     world.on_response = None
+    _tool_rate(settings, "1/min")
     with pytest.raises(MaxRetriesReached):  # still throttled: Dify gives up loudly, after 3 retries
         world.retrieve(query="数据库连接池配置", knowledge_id="*")
     assert [r.status_code for r in world.responses[3:]] == [429] * 4
