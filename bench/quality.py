@@ -732,7 +732,9 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--cmrc: {args.cmrc} does not exist")
 
     if args.write_corpus or args.write_questions:
-        _prepare_environment(Path(tempfile.mkdtemp(prefix="agentkb-quality-corpus-")))
+        scratch = Path(tempfile.mkdtemp(prefix="agentkb-quality-corpus-"))
+        atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+        _prepare_environment(scratch)
         import django
 
         django.setup()
