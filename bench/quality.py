@@ -304,23 +304,25 @@ def ranked_from_lookup(body: dict, details: dict | None) -> list[str]:
     if body.get("primary"):
         keys.append(body["primary"]["docKey"])
     keys += [item["docKey"] for item in body.get("supplement") or []]
+    from retrieval.details import L0_DOC_KEYS, L1_CANDIDATES, WITHHELD_DOC_KEYS
+
     details = details or {}
-    for key in ("ranked_doc_keys", "candidate_doc_keys"):  # an explicit ranking, when recorded
-        keys += list(details.get(key) or [])
-    keys += list(details.get("withheld_doc_keys") or [])
-    keys += [c["doc_key"] for c in details.get("l1_candidates") or [] if c.get("indexed", True)]
-    keys += list(details.get("l0_doc_keys") or [])
+    keys += list(details.get(WITHHELD_DOC_KEYS) or [])
+    keys += [c["doc_key"] for c in details.get(L1_CANDIDATES) or [] if c.get("indexed", True)]
+    keys += list(details.get(L0_DOC_KEYS) or [])
     return list(dict.fromkeys(keys))
 
 
 def similarity_from_details(details: dict | None, doc_key: str | None) -> float | None:
     """The best similarity of ``doc_key``'s chunks, else the lookup's top similarity."""
+    from retrieval.details import L1_CANDIDATES, L1_TOP_SIMILARITY
+
     details = details or {}
     if doc_key:
-        for candidate in details.get("l1_candidates") or []:
+        for candidate in details.get(L1_CANDIDATES) or []:
             if candidate.get("doc_key") == doc_key and candidate.get("similarity") is not None:
                 return round(float(candidate["similarity"]), 4)
-    top = details.get("l1_top_similarity")
+    top = details.get(L1_TOP_SIMILARITY)
     return None if top is None else round(float(top), 4)
 
 
@@ -730,7 +732,9 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--cmrc: {args.cmrc} does not exist")
 
     if args.write_corpus or args.write_questions:
-        _prepare_environment(Path(tempfile.mkdtemp(prefix="agentkb-quality-corpus-")))
+        scratch = Path(tempfile.mkdtemp(prefix="agentkb-quality-corpus-"))
+        atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+        _prepare_environment(scratch)
         import django
 
         django.setup()

@@ -41,6 +41,7 @@ from pathlib import Path
 from django.db import transaction
 
 from knowledge.models import ApiDocument
+from retrieval.details import L0_DOC_KEYS, L1_CANDIDATES, WITHHELD_DOC_KEYS
 
 GRID = 100  # cut-offs every 0.01
 BAND = 0.05  # width of the evidence table's similarity bands
@@ -152,26 +153,25 @@ def labelled_queries_read(path: Path | str) -> list[LabelledQuery]:
 def _best_candidate(body: dict, details: dict) -> str | None:
     if body.get("found") and body.get("primary"):
         return body["primary"]["docKey"]
-    for key in ("ranked_doc_keys", "withheld_doc_keys"):
-        if details.get(key):
-            return details[key][0]
-    for candidate in details.get("l1_candidates") or []:
+    if details.get(WITHHELD_DOC_KEYS):
+        return details[WITHHELD_DOC_KEYS][0]
+    for candidate in details.get(L1_CANDIDATES) or []:
         if candidate.get("indexed", True):
             return candidate["doc_key"]
-    return (details.get("l0_doc_keys") or [None])[0]
+    return (details.get(L0_DOC_KEYS) or [None])[0]
 
 
 def _similarity_of(details: dict, doc_key: str | None) -> float | None:
     """The best similarity of ``doc_key``'s chunks among the L1 candidates."""
     best = None
-    for candidate in details.get("l1_candidates") or []:
+    for candidate in details.get(L1_CANDIDATES) or []:
         if candidate.get("doc_key") == doc_key and candidate.get("similarity") is not None:
             best = max(best or 0.0, float(candidate["similarity"]))
     return best
 
 
 def _coverage_of(details: dict, doc_key: str | None) -> float | None:
-    for candidate in details.get("l1_candidates") or []:
+    for candidate in details.get(L1_CANDIDATES) or []:
         if candidate.get("doc_key") == doc_key and candidate.get("coverage") is not None:
             return float(candidate["coverage"])
     return None
@@ -269,20 +269,16 @@ LevelFunction = Callable[[float, float | None, float, float], str | None]
 
 
 def lookup_level_function() -> LevelFunction:
-    """The level L1 gives a document at a threshold pair, as the lookup decides it:
-    ``retrieval.normalisation.l1_level_decide`` (the similarity's FS-2 level, moved by lexical
-    evidence) where the code has it, else FS-2 on the similarity alone."""
-    from retrieval import normalisation
+    """The level L1 gives a document at a threshold pair, as the lookup decides it
+    (``retrieval.normalisation.l1_level_decide``: the similarity's FS-2 level, moved by lexical
+    evidence)."""
+    from retrieval.normalisation import l1_level_decide
     from retrieval.thresholds import Thresholds
 
-    decide = getattr(normalisation, "l1_level_decide", None)
-
     def level(similarity: float, coverage: float | None, highly_relevant: float, reference: float):
-        if decide is None:
-            return similarity_level(similarity, coverage, highly_relevant, reference)
         thresholds = Thresholds(max_l2_distance=2.0, highly_relevant=highly_relevant, reference=reference)
-        result = decide(similarity=similarity, coverage=coverage, thresholds=thresholds)
-        return None if result is None else str(result.value if hasattr(result, "value") else result)
+        result = l1_level_decide(similarity=similarity, coverage=coverage, thresholds=thresholds)
+        return None if result is None else result.value
 
     return level
 

@@ -104,7 +104,9 @@ def _wait(driver, condition, timeout=30.0):
     raise AssertionError(f"timed out waiting for: {condition}")
 
 
-def test_dashboard_draws_the_seeded_values(browser, live_server, seeded_calls):
+def test_dashboard_draws_the_seeded_values(browser, live_server, seeded_calls, settings):
+    # The seeds' pair, explicitly (without it the embedding model's profile is in force).
+    settings.RETRIEVAL_HIGHLY_RELEVANT_THRESHOLD, settings.RETRIEVAL_REFERENCE_THRESHOLD = 0.75, 0.5
     browser.get(live_server.url + reverse("admin:login"))
     browser.find_element("name", "username").send_keys("browser-admin")
     browser.find_element("name", "password").send_keys("browser-pass-123")

@@ -139,6 +139,8 @@ def test_the_lookup_uses_an_applied_calibration_without_a_restart(db, admin_user
     from retrieval.thresholds import current_thresholds, thresholds_cache_clear
 
     settings.RETRIEVAL_INDEX_REFRESH_MS = 0  # re-read at once (in production: every few seconds)
+    # Explicit settings: without them the base is the embedding model's profile ("profile:<name>").
+    settings.RETRIEVAL_HIGHLY_RELEVANT_THRESHOLD, settings.RETRIEVAL_REFERENCE_THRESHOLD = 0.75, 0.5
     thresholds_cache_clear()
     try:
         assert current_thresholds().source == "settings"

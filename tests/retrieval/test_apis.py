@@ -126,6 +126,7 @@ def test_over_the_per_token_throttle_it_is_429(agent_client, settings, seeded_co
 
 
 # --- sessions ----------------------------------------------------------------------------------------
+@pytest.mark.usefixtures("seeds_rules")  # what the seed corpus returns under the seeds' rules
 def test_session_retrievals_list_domains_and_documents_and_delete_clears(
     agent_client, seeded_corpus, session_id
 ):
