@@ -240,6 +240,14 @@ def report(target: Target) -> Score:
     return score
 
 
+def has_work_items(session: Path) -> bool:
+    if not session.exists():
+        return False
+    with sqlite3.connect(session) as db:
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        return "work_items" in tables and db.execute("SELECT COUNT(*) FROM work_items").fetchone()[0] > 0
+
+
 def forget_survivors(session: Path) -> None:
     """Keep a copy of the session, then drop its survivors' results so that they run again."""
     before = session.with_suffix(".before.sqlite")
@@ -271,8 +279,7 @@ def run(target: Target) -> None:
     timeout = round(max(30.0, 3 * elapsed + 15), 1)
     config.write_text(config_text(target, timeout))
 
-    fresh = not session.exists()
-    if fresh:
+    if not has_work_items(session):
         subprocess.run(
             [str(Path(sys.executable).parent / "cosmic-ray"), "init", str(config), str(session)],
             cwd=REPO,
