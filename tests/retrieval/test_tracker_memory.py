@@ -124,7 +124,7 @@ def test_the_memory_backend_needs_no_redis_url(settings):
 
 def test_the_redis_backend_named_explicitly_gives_the_redis_store(settings, fresh_trackers):
     settings.RETRIEVAL_TRACKER_BACKEND = " Redis "
-    settings.REDIS_URL = "redis://127.0.0.1:6379/0"  # the client connects on first use only
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens: the client connects on first use only
     settings.RETRIEVAL_SESSION_TTL = 1234
     store = get_tracker()
     assert isinstance(store, RedisTracker)
