@@ -66,3 +66,20 @@ def test_lookups_arriving_together_at_a_new_process_build_the_index_once(monkeyp
         assert len(builds) == 2
     finally:
         keyword_index_forget()
+
+
+def test_a_keyword_must_not_start_inside_an_ascii_word_of_the_query():
+    index = _index(**{"api/guide.md": ["api"]})
+    assert _keys(index, "myapi 调用") == []
+    assert _keys(index, "my api 调用") == ["api/guide.md"]
+
+
+def test_a_term_a_document_repeats_is_reported_once():
+    index = _index(**{"a.md": ["Redis"], "b.md": ["Redis", "redis"]})
+    matches = {m.doc_key: m.terms for m in index.match("Redis 集群")}
+    assert matches == {"a.md": ["redis"], "b.md": ["redis"]}
+
+
+def test_the_query_starting_consecutive_terms_matches_each_of_them():
+    index = _index(**{"a.md": ["pool sizing"], "b.md": ["pool settings"], "c.md": ["pooling"]})
+    assert sorted(_keys(index, "pool")) == ["a.md", "b.md"]

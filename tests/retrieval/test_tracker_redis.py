@@ -4,6 +4,7 @@ expiry. The outage tests need no Redis (nothing listens on the port); the TTL on
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 
 import pytest
@@ -42,5 +43,25 @@ def test_a_session_ttl_of_zero_sets_no_expiry(settings):
         # Read again: the first read did not expire (delete) it either
         assert tracker.snapshot("s1").domains == {"api": ["a.md"]}
         assert [tracker.client.ttl(key) for key in tracker.keys("s1")] == [-1, -1]
+    finally:
+        tracker.client.delete(*tracker.keys("s1"))
+
+
+def test_session_keys_are_the_prefix_and_a_hash_tag_of_the_session():
+    tracker = RedisTracker.from_url("redis://127.0.0.1:1/0", ttl=60, prefix="p:")
+    tag = hashlib.sha256("会话 {1}".encode()).hexdigest()[:32]
+    assert tracker.keys("会话 {1}") == (f"p:{{{tag}}}:domains", f"p:{{{tag}}}:log")
+
+
+@pytest.mark.services
+def test_a_one_second_ttl_is_renewed_by_a_read(settings):
+    prefix = f"agentkb:test:{uuid.uuid4().hex[:12]}:"
+    tracker = RedisTracker.from_url(settings.REDIS_URL, ttl=1, prefix=prefix)
+    try:
+        tracker.mark_retrieved("s1", "api", "a.md")
+        for key in tracker.keys("s1"):
+            tracker.client.persist(key)
+        assert tracker.snapshot("s1").domains == {"api": ["a.md"]}
+        assert [tracker.client.ttl(key) for key in tracker.keys("s1")] == [1, 1]
     finally:
         tracker.client.delete(*tracker.keys("s1"))
