@@ -248,12 +248,18 @@ def has_work_items(session: Path) -> bool:
         return "work_items" in tables and db.execute("SELECT COUNT(*) FROM work_items").fetchone()[0] > 0
 
 
-def forget_survivors(session: Path) -> None:
-    """Keep a copy of the session, then drop its survivors' results so that they run again."""
+def forget_survivors(session: Path, *, drop_pending: bool = False) -> None:
+    """Keep a copy of the session, then drop its survivors' results so that they run again.
+
+    ``drop_pending``: also drop the mutants an interrupted run never tried, so that the retry
+    covers the same mutants as the run before it (and takes minutes, not hours)."""
     before = session.with_suffix(".before.sqlite")
     if not before.exists():
         shutil.copyfile(session, before)
     with sqlite3.connect(session) as db:
+        if drop_pending:
+            for table in ("mutation_specs", "work_items"):
+                db.execute(f"DELETE FROM {table} WHERE job_id NOT IN (SELECT job_id FROM work_results)")
         db.execute("DELETE FROM work_results WHERE test_outcome IN ('SURVIVED', 'survived')")
 
 
@@ -311,6 +317,11 @@ def main(argv: list[str] | None = None) -> int:
         help="run the last session's survivors again (after adding tests); the session before is kept "
         "as <target>.before.sqlite",
     )
+    parser.add_argument(
+        "--drop-pending",
+        action="store_true",
+        help="with --retry-survivors: forget the mutants an interrupted run never tried",
+    )
     args = parser.parse_args(argv)
     targets = load_targets(args.targets_file)
     unknown = set(args.targets) - set(targets)
@@ -324,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.fresh:
                 session.unlink(missing_ok=True)
             elif args.retry_survivors and session.exists():
-                forget_survivors(session)
+                forget_survivors(session, drop_pending=args.drop_pending)
             run(target)
     scores = []
     for target in chosen:
