@@ -83,3 +83,9 @@ def test_a_term_a_document_repeats_is_reported_once():
 def test_the_query_starting_consecutive_terms_matches_each_of_them():
     index = _index(**{"a.md": ["pool sizing"], "b.md": ["pool settings"], "c.md": ["pooling"]})
     assert sorted(_keys(index, "pool")) == ["a.md", "b.md"]
+
+
+def test_a_documents_matched_terms_come_longest_first():
+    index = _index(**{"a.md": ["Redis", "Redis 缓存配置", "缓存"]})
+    (match,) = index.match("Redis 缓存配置怎么改")
+    assert match.terms == ["redis 缓存配置", "redis", "缓存"]
