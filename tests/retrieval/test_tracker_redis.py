@@ -34,9 +34,11 @@ def test_every_call_to_an_unreachable_redis_raises_tracker_unavailable(unreachab
 
 
 @pytest.mark.services
-def test_a_session_ttl_of_zero_sets_no_expiry(settings):
+@pytest.mark.parametrize("ttl", [0, -1])
+def test_a_session_ttl_of_zero_or_less_sets_no_expiry(settings, ttl):
+    # As the marking script reads it (``if ttl > 0``): a read must not expire (delete) the keys
     prefix = f"agentkb:test:{uuid.uuid4().hex[:12]}:"
-    tracker = RedisTracker.from_url(settings.REDIS_URL, ttl=0, prefix=prefix)
+    tracker = RedisTracker.from_url(settings.REDIS_URL, ttl=ttl, prefix=prefix)
     try:
         tracker.mark_retrieved("s1", "api", "a.md")
         assert tracker.snapshot("s1").domains == {"api": ["a.md"]}
