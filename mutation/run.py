@@ -258,8 +258,12 @@ def forget_survivors(session: Path, *, drop_pending: bool = False) -> None:
         shutil.copyfile(session, before)
     with sqlite3.connect(session) as db:
         if drop_pending:
+            # Never tried in the first run (a survivor dropped by an earlier retry is pending too).
+            db.execute("ATTACH DATABASE ? AS before", (str(before),))
             for table in ("mutation_specs", "work_items"):
-                db.execute(f"DELETE FROM {table} WHERE job_id NOT IN (SELECT job_id FROM work_results)")
+                db.execute(
+                    f"DELETE FROM {table} WHERE job_id NOT IN (SELECT job_id FROM before.work_results)"
+                )
         db.execute("DELETE FROM work_results WHERE test_outcome IN ('SURVIVED', 'survived')")
 
 
