@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 PORT ?= 8000
 MILVUS_PORT ?= 19530
 
-.PHONY: install run test lint format clean-var
+.PHONY: install run test lint format clean-var mutate
 
 # The venv is rebuilt only when pyproject.toml changes.
 $(STAMP): pyproject.toml
@@ -42,6 +42,12 @@ run: install
 # service-backed tests (real Celery worker included); without them those are skipped with a reason.
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Mutation testing of the decision code with cosmic-ray (slow, so not part of CI): every mutant is
+# run against its target's tests, one at a time. MUTATE_ARGS picks targets of mutation/targets.toml
+# and options (e.g. MUTATE_ARGS="tracker --report-only"); see docs/development.md.
+mutate: install
+	$(BIN)/python -m mutation.run $(MUTATE_ARGS)
 
 lint: install
 	$(BIN)/ruff check .

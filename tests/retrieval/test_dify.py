@@ -66,7 +66,8 @@ def test_the_documented_example_against_a_domain_of_that_name_answers_records(di
     response = _post(dify, copy.deepcopy(DIFY_EXAMPLE))
     assert response.status_code == 200
     records = response.json()["records"]
-    assert 1 <= len(records) <= 2
+    # Only the matching section: the other one (refunds and taxes) is not relevant to the question
+    assert len(records) == 1
     assert all(set(r) == {"content", "score", "title", "metadata"} for r in records)
     assert records[0]["content"] == "your question" and records[0]["title"] == "Your question answered"
     assert all(r["score"] >= 0.5 and isinstance(r["metadata"], dict) for r in records)
