@@ -15,10 +15,11 @@ from django.db.models import Count, Max, Min
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
-from django.utils.text import Truncator
+from django.utils.http import urlencode
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
+from observability.display import clipped, display_text
 from observability.models import ToolInvocation
 from retrieval.agents import Agent
 from retrieval.models import AgentProfile
@@ -93,15 +94,15 @@ class AgentProfileAdmin(admin.ModelAdmin):
 
         body = format_html_join(
             "",
-            '<tr><td title="{}"><a href="{}?agent__id__exact={}&amp;session_id={}">{}</a></td>'
-            "<td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            '<tr><td><a href="{}?{}">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>',
             (
                 (
-                    row["session_id"],
                     changelist,
-                    obj.user_id,
-                    row["session_id"],
-                    Truncator(row["session_id"]).chars(40),
+                    urlencode(
+                        {"agent__id__exact": obj.user_id, "session_id": display_text(row["session_id"])}
+                    ),
+                    # An agent chooses its session ids: shown tamed and clipped, whole on hover.
+                    clipped(row["session_id"], 40),
                     row["calls"],
                     timezone.localtime(row["first"]).strftime("%Y-%m-%d %H:%M"),
                     timezone.localtime(row["last"]).strftime("%Y-%m-%d %H:%M"),
