@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -96,6 +97,45 @@ def chunk_embedding_text(*, title: str, heading_path: tuple[str, ...], content: 
         lines.append(" > ".join(path))
     lines.append(content)
     return "\n".join(lines)
+
+
+# What indexing writes for a document's chunks. One place, shared with the lookup tests' corpus
+# (tests/retrieval/conftest.py), so the vectors those tests search are the ones production writes.
+def chunk_embedding_texts(document: ApiDocument, chunks: list[Chunk]) -> list[str]:
+    return [
+        chunk_embedding_text(title=document.title, heading_path=c.heading_path, content=c.content)
+        for c in chunks
+    ]
+
+
+def chunk_vectors(
+    document: ApiDocument, chunks: list[Chunk], *, vectors: Sequence, texts: list[str]
+) -> list[ChunkVector]:
+    """One Milvus row per chunk: its vector and (for BM25) the text that was embedded."""
+    return [
+        ChunkVector(
+            chunk_id=chunk_id_for(document.doc_key, chunk.index),
+            vector=vector.tolist(),
+            domain=document.domain,
+            doc_key=document.doc_key,
+            chunk_index=chunk.index,
+            text=text,
+        )
+        for chunk, vector, text in zip(chunks, vectors, texts, strict=True)
+    ]
+
+
+def chunk_rows(document_id: int, chunks: list[Chunk]) -> list[DocumentChunk]:
+    return [
+        DocumentChunk(
+            document_id=document_id,
+            chunk_index=c.index,
+            heading_path=c.heading_path_text[:1024],
+            content=c.content,
+            pages=c.pages_text,
+        )
+        for c in chunks
+    ]
 
 
 def document_chunks(document: ApiDocument) -> list[Chunk]:
@@ -263,10 +303,7 @@ def _document_index_locked(*, document_id: int, final_attempt: bool, repair: boo
     try:
         started = time.perf_counter()
         chunks = document_chunks(document)
-        texts = [
-            chunk_embedding_text(title=document.title, heading_path=c.heading_path, content=c.content)
-            for c in chunks
-        ]
+        texts = chunk_embedding_texts(document, chunks)
         timings["chunk_s"] = time.perf_counter() - started
 
         started = time.perf_counter()
@@ -278,19 +315,7 @@ def _document_index_locked(*, document_id: int, final_attempt: bool, repair: boo
         started = time.perf_counter()
         store = get_vector_store()
         store.ensure_collection(dim=embedder.dim, model_name=embedder.model_name)
-        store.upsert(
-            [
-                ChunkVector(
-                    chunk_id=chunk_id_for(doc_key, chunk.index),
-                    vector=vector.tolist(),
-                    domain=document.domain,
-                    doc_key=doc_key,
-                    chunk_index=chunk.index,
-                    text=text,
-                )
-                for chunk, vector, text in zip(chunks, vectors, texts, strict=True)
-            ]
-        )
+        store.upsert(chunk_vectors(document, chunks, vectors=vectors, texts=texts))
         timings["upsert_s"] = time.perf_counter() - started
     except (EmbeddingError, VectorStoreMismatch) as exc:
         _set_status(document_id, version, ApiDocument.Status.FAILED, str(exc))
@@ -325,18 +350,7 @@ def _document_index_locked(*, document_id: int, final_attempt: bool, repair: boo
                 if i >= len(chunks)
             ]
             previous.delete()
-            DocumentChunk.objects.bulk_create(
-                [
-                    DocumentChunk(
-                        document_id=document_id,
-                        chunk_index=c.index,
-                        heading_path=c.heading_path_text[:1024],
-                        content=c.content,
-                        pages=c.pages_text,
-                    )
-                    for c in chunks
-                ]
-            )
+            DocumentChunk.objects.bulk_create(chunk_rows(document_id, chunks))
             current.status = ApiDocument.Status.INDEXED
             current.error = ""
             current.chunk_count = len(chunks)

@@ -2,8 +2,8 @@
 embedder and vector store, a fresh action memory, and API clients with agent tokens.
 
 The corpus helper writes what the ingestion pipeline writes (an INDEXED ApiDocument with its
-keywords/aliases in metadata, DocumentChunk rows, one vector per chunk under
-``chunk_id_for(doc_key, i)``), so these tests depend on the lookup alone.
+keywords/aliases in metadata, DocumentChunk rows and one vector per chunk built by ingestion's own
+helpers), without its chunker, so a test chooses its chunks; these tests depend on the lookup alone.
 """
 
 from __future__ import annotations
@@ -16,9 +16,11 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from knowledge.chunking import Chunk
 from knowledge.embeddings import get_embedder
-from knowledge.models import ApiDocument, DocumentChunk, chunk_id_for
-from knowledge.vectorstore import ChunkVector, VectorStore
+from knowledge.models import ApiDocument, DocumentChunk
+from knowledge.services.ingestion import chunk_embedding_texts, chunk_rows, chunk_vectors
+from knowledge.vectorstore import VectorStore
 from retrieval.corpus import corpus_signature_forget
 from retrieval.keyword_index import keyword_index_forget
 from retrieval.thresholds import thresholds_cache_clear
@@ -75,9 +77,10 @@ class Corpus:
         aliases: list[str] | None = None,
         status: str = ApiDocument.Status.INDEXED,
     ) -> ApiDocument:
-        """One document; each chunk is ``content`` or ``(heading, content)``. Chunk contents are
-        embedded (and stored for BM25) as they are, so a test knows exactly what L1 compares a
-        query with."""
+        """One document; each chunk is ``content`` or ``(heading, content)`` (its heading path is
+        the title, then the heading). Chunk rows, vectors and their BM25 text come from
+        ingestion's own helpers (``chunk_embedding_texts``, ``chunk_vectors``, ``chunk_rows``):
+        what L1 compares a query with is title + heading + content, as production writes it."""
         pairs = [c if isinstance(c, tuple) else ("", c) for c in chunks]
         metadata: dict = {}
         if keywords is not None:
@@ -96,31 +99,13 @@ class Corpus:
             chunk_count=len(pairs),
             indexed_at=timezone.now() if status == ApiDocument.Status.INDEXED else None,
         )
-        DocumentChunk.objects.bulk_create(
-            [
-                DocumentChunk(
-                    document=document,
-                    chunk_index=i,
-                    heading_path=f"{title} > {heading}" if heading else title,
-                    content=text,
-                )
-                for i, (heading, text) in enumerate(pairs)
-            ]
-        )
-        vectors = get_embedder().encode([text for _, text in pairs])
-        self.store.upsert(
-            [
-                ChunkVector(
-                    chunk_id=chunk_id_for(doc_key, i),
-                    vector=vectors[i].tolist(),
-                    domain=domain,
-                    doc_key=doc_key,
-                    chunk_index=i,
-                    text=pairs[i][1],
-                )
-                for i in range(len(pairs))
-            ]
-        )
+        parts = [
+            Chunk(index=i, heading_path=(title, heading) if heading else (title,), content=text)
+            for i, (heading, text) in enumerate(pairs)
+        ]
+        DocumentChunk.objects.bulk_create(chunk_rows(document.id, parts))
+        texts = chunk_embedding_texts(document, parts)
+        self.store.upsert(chunk_vectors(document, parts, vectors=get_embedder().encode(texts), texts=texts))
         return document
 
     def delete(self, doc_key: str) -> None:
@@ -139,9 +124,10 @@ def corpus(vector_store) -> Corpus:
 def seed_documents(corpus: Corpus) -> None:
     """The seeds' world (seed 000 section 7): infrastructure, api and troubleshooting documents.
 
-    Chunk texts are chosen so the real embedder (USE multilingual) puts the seeds' scenario
-    queries where the seeds put them: "数据库连接池配置" above 0.75 on the pool document,
-    "故障排查" in [0.5, 0.75) on the incident document, "ERR_TIMEOUT" an exact keyword.
+    Chunk texts are chosen so the real embedder (USE multilingual), on the text ingestion embeds
+    (title, heading, content), puts the seeds' scenario queries where the seeds put them:
+    "数据库连接池配置" above 0.75 on the pool document (0.797), "故障排查" in [0.5, 0.75) on the
+    incident document (0.662), "ERR_TIMEOUT" an exact keyword.
     """
     corpus.add(
         "infrastructure/mysql-pool.md",
@@ -149,7 +135,7 @@ def seed_documents(corpus: Corpus) -> None:
         domain="infrastructure",
         keywords=["maximumPoolSize", "minimumIdle"],
         chunks=[
-            ("概述", "MySQL 数据库连接池配置\n如何配置数据库连接池"),
+            ("概述", "数据库连接池配置\n如何配置数据库连接池"),
             ("参数", "maximumPoolSize 建议设为 CPU 核数的两倍，minimumIdle 与之相同。"),
         ],
     )
@@ -192,7 +178,7 @@ def seed_documents(corpus: Corpus) -> None:
         title="故障处理与排查流程",
         domain="troubleshooting",
         keywords=["止损", "复盘"],
-        chunks=["故障处理与排查流程", "发生生产事故时先止损，再定位根因，最后复盘。"],
+        chunks=["故障排查", "发生生产事故时先止损，再定位根因，最后复盘。"],
     )
     corpus.add(
         "troubleshooting/log-analysis.md",
