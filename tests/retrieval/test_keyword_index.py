@@ -151,7 +151,10 @@ def test_a_document_indexed_by_another_process_is_matched_without_a_restart():
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "DATABASE_URL": db_url}
 
     def other_process(code: str) -> None:
-        prelude = "import django; django.setup(); from knowledge.models import ApiDocument as D;"
+        prelude = (
+            "import django; django.setup(); from django.utils import timezone;"
+            " from knowledge.models import ApiDocument as D;"
+        )
         out = subprocess.run(
             [sys.executable, "-c", prelude + code],
             cwd=REPO,
@@ -164,7 +167,8 @@ def test_a_document_indexed_by_another_process_is_matched_without_a_restart():
 
     other_process(
         "D.objects.create(doc_key='w.md', title='worker doc', domain='d', content='x', content_hash='h',"
-        " metadata={'keywords': ['ERR_WORKER']}, status='INDEXED')"
+        " metadata={'keywords': ['ERR_WORKER']}, status='INDEXED',"
+        " indexed_at=timezone.now())"
     )
     assert _keys("ERR_WORKER") == ["w.md"]
     other_process("D.objects.filter(doc_key='w.md').delete()")
