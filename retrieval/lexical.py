@@ -31,6 +31,7 @@ similarity alone.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
@@ -253,8 +254,10 @@ def _is_word(token: str) -> bool:
     return any(ch.isalnum() for ch in token)
 
 
+@functools.lru_cache(maxsize=1024)
 def query_terms(query: str) -> tuple[Term, ...]:
-    """The query's distinct words with their weights (see the module docstring)."""
+    """The query's distinct words with their weights (see the module docstring). Cached: the
+    lookup asks twice (the BM25 request, then the evidence)."""
     _idf.load()
     import jieba
 
@@ -287,6 +290,14 @@ def query_terms(query: str) -> tuple[Term, ...]:
         else:
             seen[token] = Term(token, _latin_weight(token), "latin")
     return tuple(seen.values())
+
+
+def bm25_query_text(query: str) -> str:
+    """What the BM25 request searches for: the query's terms without its question and function
+    words. Milvus's analyzer would keep "的", "什么", "how": each adds nothing to the ranking (its
+    IDF is near zero) but costs a walk over a posting list as long as the corpus, which milvus-lite
+    does in Python. Empty when the query has no term."""
+    return " ".join(t.text for t in query_terms(query))
 
 
 def _is_identifier(token: str) -> bool:

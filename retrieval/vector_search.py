@@ -33,6 +33,7 @@ from django.conf import settings
 
 from knowledge.embeddings import get_embedder
 from knowledge.vectorstore import VectorHit, VectorStoreError, get_vector_store
+from retrieval.lexical import bm25_query_text
 
 
 class LRUCache:
@@ -127,14 +128,15 @@ def l1_search(*, query: str, top_k: int, signature: Hashable, domain: str | None
         return L1Result(cached, embedder.model_name, 0.0, 0.0, True, True, mode)
     vector, model_name, vector_cached, embed_ms = query_vector(query)
     started = time.perf_counter()
+    lexical_text = bm25_query_text(query) if mode != "dense" else ""
     try:
-        if mode == "dense":
+        if not lexical_text:  # dense mode, or a query of question words only: nothing for BM25
             hits = tuple(store.search(vector.tolist(), top_k=top_k, domain=domain))
         else:
             hits = tuple(
                 store.hybrid_search(
                     vector.tolist(),
-                    query,
+                    lexical_text,
                     top_k=top_k,
                     domain=domain,
                     ranker=settings.RETRIEVAL_HYBRID_RANKER,
