@@ -105,9 +105,12 @@ def l1_mode() -> str:
     return f"hybrid:{settings.RETRIEVAL_HYBRID_RANKER}" if mode == "hybrid" else "dense"
 
 
-def l1_search(*, query: str, top_k: int, signature: Hashable, domain: str | None = None) -> L1Result:
-    """The ``top_k`` best chunks for ``query`` (of one domain when given). Raises EmbeddingError /
-    VectorStoreError."""
+def l1_search(
+    *, query: str, top_k: int, signature: Hashable, domain: str | frozenset[str] | None = None
+) -> L1Result:
+    """The ``top_k`` best chunks for ``query``, of ``domain`` when given: one domain (Dify's
+    dataset) or a set (a scoped agent's domains, filtered inside Milvus so a small scope among large
+    domains still gets ``top_k`` candidates). Raises EmbeddingError / VectorStoreError."""
     embedder = get_embedder()
     store = get_vector_store()
     mode = l1_mode()
