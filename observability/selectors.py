@@ -96,15 +96,10 @@ def _trunc(bucket: str | None):
     return trunc("created_at", tzinfo=timezone.get_current_timezone())
 
 
-def _level_facts(
-    qs: QuerySet[ToolInvocation], *, bucket: str | None = None, agents: Counter | None = None
-) -> Counter:
-    """Calls by (bucket, level, dedup reason, status, similarity bin); with ``agents``, the same
-    GROUP BY also fills the per-agent counts (agent, level, dedup reason, status)."""
+def _level_facts(qs: QuerySet[ToolInvocation], *, bucket: str | None = None) -> Counter:
+    """Calls by (bucket, level, dedup reason, status, similarity bin)."""
     qs = qs.annotate(bin=Floor(F("l1_top_similarity") * SIMILARITY_BINS))
     dims = ["relevance_level", "dedup_reason", "status", "bin"]
-    if agents is not None:
-        dims.append("agent_id")
     counts: Counter = Counter()
     # Dify calls have no relevance level by design: they count as their own outcome (metrics.DIFY)
     # in the status rates, never as "not found".
@@ -119,8 +114,16 @@ def _level_facts(
             t = timezone.localtime(t)
         b = None if row["bin"] is None else int(row["bin"])
         counts[(t, row["level"], row["dedup_reason"], row["status"], b)] += row["n"]
-        if agents is not None:
-            agents[(row["agent_id"], row["level"], row["dedup_reason"], row["status"])] += row["n"]
+    return counts
+
+
+def _agent_facts(qs: QuerySet[ToolInvocation]) -> Counter:
+    """Calls by (agent, level, dedup reason, status): a GROUP BY of its own, without the time
+    and similarity dimensions, so the agent does not multiply the level facts' groups."""
+    qs = qs.annotate(level=Case(When(tool_name=DIFY_TOOL, then=Value(DIFY)), default=F("relevance_level")))
+    counts: Counter = Counter()
+    for row in qs.values("agent_id", "level", "dedup_reason", "status").annotate(n=Count("*")).order_by():
+        counts[(row["agent_id"], row["level"], row["dedup_reason"], row["status"])] += row["n"]
     return counts
 
 
@@ -168,14 +171,13 @@ def _session_facts(qs: QuerySet[ToolInvocation]) -> Counter:
 
 
 def _raw_facts(qs: QuerySet[ToolInvocation], *, bucket: str | None) -> Facts:
-    agents: Counter = Counter()
     durations, durations_over_time = _duration_facts(qs, bucket=bucket)
     return Facts(
-        levels=_level_facts(qs, bucket=bucket, agents=agents),
+        levels=_level_facts(qs, bucket=bucket),
         durations=durations,
         not_found=_not_found_facts(qs),
         sessions=_session_facts(qs),
-        agents=agents,
+        agents=_agent_facts(qs),
         durations_over_time=durations_over_time,
     )
 
@@ -188,19 +190,21 @@ def _rollup_facts(*, days: list[date], filters: InvocationFilter, levels_only: b
 
     facts = Facts()
     Kind = InvocationDailyRollup.Kind
-    dims = ["day", "tool_name", "relevance_level", "dedup_reason", "status", "similarity_bin"]
-    if not levels_only:
-        dims.append("agent_id")
-    for r in (
-        _narrowed(rows(Kind.LEVEL), replace(filters, domain=None)).values(*dims).annotate(n=Sum("calls"))
-    ):
+    level_rows = _narrowed(rows(Kind.LEVEL), replace(filters, domain=None))
+    for r in level_rows.values(
+        "day", "tool_name", "relevance_level", "dedup_reason", "status", "similarity_bin"
+    ).annotate(n=Sum("calls")):
         t = rollups.day_start(r["day"])
         level = DIFY if r["tool_name"] == DIFY_TOOL else r["relevance_level"]
         facts.levels[(t, level, r["dedup_reason"], r["status"], r["similarity_bin"])] += r["n"]
-        if not levels_only:
-            facts.agents[(r["agent_id"], level, r["dedup_reason"], r["status"])] += r["n"]
     if levels_only:
         return facts
+    # The agent breakdown: its own GROUP BY, without the day and similarity dimensions.
+    for r in level_rows.values("agent_id", "tool_name", "relevance_level", "dedup_reason", "status").annotate(
+        n=Sum("calls")
+    ):
+        level = DIFY if r["tool_name"] == DIFY_TOOL else r["relevance_level"]
+        facts.agents[(r["agent_id"], level, r["dedup_reason"], r["status"])] += r["n"]
     for r in rows(Kind.LATENCY).values("day", "value").annotate(n=Sum("calls")):
         facts.durations[r["value"]] += r["n"]
         facts.durations_over_time[(rollups.day_start(r["day"]), r["value"])] += r["n"]
