@@ -302,3 +302,40 @@ def test_a_rebuild_is_idempotent(week):
     assert snapshot() == first and InvocationRollupDay.objects.filter(day=day).count() == 1
     assert {agent for _, _, _, agent, *_ in first} >= {None}
     assert len({agent for _, _, _, agent, *_ in first}) == 3
+
+
+@pytest.mark.parametrize("agent", ["alpha", "no agent"])
+def test_the_invocation_lists_charts_for_one_agent_read_rollups_and_equal_the_rows(week, admin_client, agent):
+    from django.urls import reverse
+
+    from observability.links import agent_params
+
+    with mock.patch("django.utils.timezone.now", return_value=NOW):
+        rollups.rollups_ensure([date(2026, 3, d) for d in range(4, 10)])
+    start, end = NOW - timedelta(days=7), NOW
+    params = {
+        "from": start.isoformat(),
+        "to": end.isoformat(),
+        "tool_name": "lookup_knowledge",
+        **agent_params(_agent_id(agent)),
+    }
+    with (
+        mock.patch("django.utils.timezone.now", return_value=NOW),
+        # The rollup path only: counting the listed rows would fail.
+        mock.patch.object(selectors, "level_and_dedup_distributions", side_effect=AssertionError),
+    ):
+        response = admin_client.get(reverse("admin:observability_toolinvocation_changelist"), params)
+    assert response.status_code == 200
+    drawn = dict(
+        zip(*(response.context["figures"]["chart-relevance"]["data"][0][k] for k in ("x", "y")), strict=True)
+    )
+    rows = selectors.invocations_filtered(
+        filters=InvocationFilter(start=start, end=end, agent=_agent_id(agent))
+    ).exclude(status=ToolInvocation.Status.ERROR)
+    expected = {
+        label: rows.filter(relevance_level=value).count()
+        if value
+        else rows.filter(relevance_level=None).count()
+        for value, label in selectors.RELEVANCE_LEVELS
+    }
+    assert drawn == expected and sum(drawn.values()) > 0
