@@ -23,7 +23,7 @@ RANGES = {
 ALL_TOOLS = "__all__"
 MAX_CUSTOM_RANGE = timedelta(days=366)
 # An agent's name as a filter choice: clipped, so a hostile name cannot widen the toolbar.
-AGENT_CHOICE_CHARS = 40
+AGENT_CHOICE_CHARS = 30
 
 
 def agent_label(name: str) -> str:

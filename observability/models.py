@@ -150,8 +150,10 @@ class InvocationDailyRollup(models.Model):
         db_table = "tool_invocation_daily"
         indexes = [
             models.Index(fields=["kind", "tool_name", "day"], name="tool_inv_daily_idx"),
-            # The agent filter, and SET_NULL when an agent is deleted.
+            # SET_NULL when an agent is deleted.
             models.Index(fields=["agent", "day"], name="tool_inv_daily_agent_idx"),
+            # A day's rebuild deletes its rows first: without this, a scan of every day.
+            models.Index(fields=["day"], name="tool_inv_daily_day_idx"),
         ]
 
     def __str__(self) -> str:

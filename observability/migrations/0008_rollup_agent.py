@@ -1,5 +1,7 @@
 """Daily rollups gain the agent dimension (the dashboard filters and breaks down by agent), and
-the covering dashboard index gains ``agent`` so the agent filter is answered from it too.
+the covering dashboard index gains ``agent`` so the agent filter is answered from it too. The
+rollups also get an index on ``day``: a day's rebuild deletes its rows first, which scanned the
+whole table.
 
 Rollups built before this have no agent and count sessions across agents as one: they are all
 dropped, with their day markers, and rebuilt by the worker's hourly run, by the first dashboard
@@ -45,6 +47,10 @@ class Migration(migrations.Migration):
         migrations.AddIndex(
             model_name="invocationdailyrollup",
             index=models.Index(fields=["agent", "day"], name="tool_inv_daily_agent_idx"),
+        ),
+        migrations.AddIndex(
+            model_name="invocationdailyrollup",
+            index=models.Index(fields=["day"], name="tool_inv_daily_day_idx"),
         ),
         migrations.AddIndex(
             model_name="toolinvocation",
