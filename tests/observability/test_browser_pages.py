@@ -306,6 +306,10 @@ def test_staff_filter_the_dashboard_by_agent_and_read_its_breakdown(browser, liv
     assert cell.text.startswith("<b>x</b>e") and cell.text.endswith("…")
     assert cell.get_attribute("title").startswith("<b>x</b>e\u0301\u0301\u0301🔥")
     assert browser.execute_script("return document.querySelector('#table-agents b') === null")
+    _wait(
+        browser,
+        "return Array.from(document.querySelectorAll('[data-figure]')).every(e => e.dataset.drawn === '1')",
+    )
     assert _overflow(browser)["scroll"] <= WIDTH
     browser.save_screenshot(str(SCREENSHOTS / "dashboard_agents.png"))
 
@@ -338,5 +342,9 @@ def test_staff_filter_the_dashboard_by_agent_and_read_its_breakdown(browser, liv
     _wait(browser, f"return location.search.includes('agent={honest.pk}')")
     assert browser.find_element("id", "card-calls").text == str(
         ToolInvocation.objects.filter(agent=honest, tool_name="lookup_knowledge").count()
+    )
+    _wait(
+        browser,
+        "return Array.from(document.querySelectorAll('[data-figure]')).every(e => e.dataset.drawn === '1')",
     )
     browser.save_screenshot(str(SCREENSHOTS / "dashboard_one_agent.png"))
