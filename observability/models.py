@@ -135,7 +135,12 @@ class InvocationDailyRollup(models.Model):
     # The calls' agent, NULL for calls without one. Deleting the agent sets NULL here as it does
     # on tool_invocation, so rolled-up days keep matching the rows they count.
     agent = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+", db_index=False
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        related_name="+",
+        db_index=False,
+        verbose_name=_("agent"),
     )
     status = models.CharField(max_length=16, blank=True, default="")
     relevance_level = models.CharField(max_length=20, null=True)  # noqa: DJ001 - NULL: not found

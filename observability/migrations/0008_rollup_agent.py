@@ -42,6 +42,7 @@ class Migration(migrations.Migration):
                 on_delete=django.db.models.deletion.SET_NULL,
                 related_name="+",
                 to=settings.AUTH_USER_MODEL,
+                verbose_name="agent",
             ),
         ),
         migrations.AddIndex(
