@@ -93,6 +93,7 @@ class ToolInvocation(models.Model):
                     "l1_top_similarity",
                     "primary_domain",
                     "session_id",
+                    "agent",
                 ],
                 name="tool_inv_dashboard_idx",
             ),
@@ -109,13 +110,14 @@ class InvocationDailyRollup(models.Model):
     has ended, and never changes after (invocations are recorded as they happen).
 
     One table, four kinds of count; each row counts ``calls`` invocations (``sessions`` rows:
-    sessions) of one tool and primary domain that day:
+    sessions) of one tool, primary domain and agent that day:
     - ``level``: by status, relevance_level, dedup_reason and similarity bin (0.05 wide);
     - ``latency``: by duration_ms;
     - ``not_found``: by query, for lookups that ended not found;
     - ``sessions``: by how many calls a session made that day. Sessions do not add up across
       tools or domains, so these rows also exist for all tools (tool_name "") and all domains
-      (primary_domain "").
+      (primary_domain ""). They do add up across agents: a session belongs to the agent that
+      opened it (two agents' ``conv-42`` are two sessions).
     """
 
     class Kind(models.TextChoices):
@@ -130,6 +132,16 @@ class InvocationDailyRollup(models.Model):
     kind = models.CharField(max_length=16, choices=Kind.choices)
     tool_name = models.CharField(max_length=64)
     primary_domain = models.CharField(max_length=64, null=True)  # noqa: DJ001 - NULL: no primary domain
+    # The calls' agent, NULL for calls without one. Deleting the agent sets NULL here as it does
+    # on tool_invocation, so rolled-up days keep matching the rows they count.
+    agent = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        related_name="+",
+        db_index=False,
+        verbose_name=_("agent"),
+    )
     status = models.CharField(max_length=16, blank=True, default="")
     relevance_level = models.CharField(max_length=20, null=True)  # noqa: DJ001 - NULL: not found
     dedup_reason = models.CharField(max_length=32, null=True)  # noqa: DJ001 - NULL: none
@@ -141,7 +153,13 @@ class InvocationDailyRollup(models.Model):
 
     class Meta:
         db_table = "tool_invocation_daily"
-        indexes = [models.Index(fields=["kind", "tool_name", "day"], name="tool_inv_daily_idx")]
+        indexes = [
+            models.Index(fields=["kind", "tool_name", "day"], name="tool_inv_daily_idx"),
+            # SET_NULL when an agent is deleted.
+            models.Index(fields=["agent", "day"], name="tool_inv_daily_agent_idx"),
+            # A day's rebuild deletes its rows first: without this, a scan of every day.
+            models.Index(fields=["day"], name="tool_inv_daily_day_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.day} {self.kind} {self.tool_name}: {self.calls}"
