@@ -5,9 +5,6 @@ Screenshots go to var/screenshots/ (listed in docs/observability.md)."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-import time
 from datetime import timedelta
 
 import pytest
@@ -19,49 +16,18 @@ from observability.models import InvocationFeedback, ToolInvocation
 from tests.conftest import REPO
 from tests.observability.factories import ToolInvocationFactory
 from tests.observability.test_hostile_rows import HOSTILE_VALUES, hostile_rows
+from tests.support.browser import BROWSER_MARKS, admin_login, chromium, wait_for
 
 SCREENSHOTS = REPO / "var" / "screenshots"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
 WIDTH, HEIGHT = 1440, 900
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not (CHROMIUM and CHROMEDRIVER), reason="headless Chromium not installed (.ci/run installs it)"
-    ),
-]
+pytestmark = BROWSER_MARKS
 
 
 @pytest.fixture
 def browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    profile = tempfile.mkdtemp(prefix="agentkb-chromium-")
-    for arg in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        f"--window-size={WIDTH},{HEIGHT}",
-        "--lang=en-US",
-        f"--user-data-dir={profile}",
-    ):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(60)
-    try:
+    with chromium(width=WIDTH, height=HEIGHT) as driver:
         yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 @pytest.fixture
@@ -108,24 +74,6 @@ def seeded(transactional_db, django_user_model):
     return rows
 
 
-def _wait(driver, condition, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = driver.execute_script(condition)
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for: {condition}")
-
-
-def _login(browser, live_server) -> None:
-    browser.get(live_server.url + reverse("admin:login"))
-    browser.find_element("name", "username").send_keys("browser-admin")
-    browser.find_element("name", "password").send_keys("browser-pass-123")
-    browser.find_element("css selector", "input[type=submit]").click()
-    _wait(browser, "return document.body.classList.contains('dashboard')")
-
-
 def _overflow(browser) -> dict:
     return browser.execute_script(
         "const d = document.documentElement;"
@@ -136,7 +84,7 @@ def _overflow(browser) -> dict:
 
 
 def test_no_staff_page_is_wider_than_the_viewport(browser, live_server, seeded):
-    _login(browser, live_server)
+    admin_login(browser, live_server)
     hostile = next(
         r for r in seeded if isinstance(r.request, dict) and r.request.get("query") == "e" + "\u0301" * 300
     )
@@ -156,8 +104,8 @@ def test_no_staff_page_is_wider_than_the_viewport(browser, live_server, seeded):
     too_wide = {}
     for name, url in pages.items():
         browser.get(live_server.url + url)
-        _wait(browser, "return document.readyState === 'complete'")
-        _wait(
+        wait_for(browser, "return document.readyState === 'complete'")
+        wait_for(
             browser,
             "return Array.from(document.querySelectorAll('[data-figure]')).every(e => e.dataset.drawn === '1')",
         )
@@ -169,10 +117,10 @@ def test_no_staff_page_is_wider_than_the_viewport(browser, live_server, seeded):
 
 
 def test_dashboard_tool_dify_outcome_and_first_visit_load(browser, live_server, seeded):
-    _login(browser, live_server)
+    admin_login(browser, live_server)
     url = live_server.url + reverse("admin:observability_retrievaldashboard_changelist")
     browser.get(url)
-    _wait(
+    wait_for(
         browser,
         "return Array.from(document.querySelectorAll('[data-figure]')).every(e => e.dataset.drawn === '1')",
     )
@@ -187,7 +135,7 @@ def test_dashboard_tool_dify_outcome_and_first_visit_load(browser, live_server, 
     # Changing only the range keeps the tool.
     browser.execute_script("document.querySelector('select[name=range]').value = '7d'")
     browser.find_element("css selector", "#dashboard-filters input[type=submit]").click()
-    _wait(browser, "return location.search.includes('range=7d')")
+    wait_for(browser, "return location.search.includes('range=7d')")
     assert (
         browser.execute_script("return document.querySelector('select[name=tool]').value")
         == "lookup_knowledge"
@@ -202,7 +150,7 @@ def test_dashboard_tool_dify_outcome_and_first_visit_load(browser, live_server, 
 
 
 def test_an_invocation_explains_its_level(browser, live_server, seeded):
-    _login(browser, live_server)
+    admin_login(browser, live_server)
     invocation = (
         ToolInvocation.objects.filter(
             relevance_level__isnull=True, tool_name="lookup_knowledge", status="SUCCESS"
@@ -225,11 +173,11 @@ def test_in_chinese_no_label_is_left_in_english(browser, live_server, seeded):
     from tests.config.test_i18n_complete import CATALOGUE
 
     english = {e.msgid.strip() for e in polib.pofile(str(CATALOGUE)) if e.msgstr and e.msgstr != e.msgid}
-    _login(browser, live_server)
+    admin_login(browser, live_server)
     from selenium.webdriver.support.ui import Select
 
     Select(browser.find_element("id", "language-select")).select_by_value("zh-hans")
-    _wait(browser, "return document.documentElement.lang === 'zh-hans'")
+    wait_for(browser, "return document.documentElement.lang === 'zh-hans'")
     pages = {
         "dashboard_zh": reverse("admin:observability_retrievaldashboard_changelist")
         + "?range=24h&tool=__all__",
@@ -239,7 +187,7 @@ def test_in_chinese_no_label_is_left_in_english(browser, live_server, seeded):
     untranslated = {}
     for name, url in pages.items():
         browser.get(live_server.url + url)
-        _wait(browser, "return document.readyState === 'complete'")
+        wait_for(browser, "return document.readyState === 'complete'")
         texts = browser.execute_script(
             "return Array.from(document.querySelectorAll('#content label, #content th, #content h2, #content h3,"
             " #content .okb-label, #content summary, #content .okb-nav a, #changelist-filter h3, #dashboard-empty'))"
@@ -260,16 +208,70 @@ def test_a_document_status_changes_without_a_reload(browser, live_server, seeded
         content="x",
         status="INDEXING",
     )
-    _login(browser, live_server)
+    admin_login(browser, live_server)
     browser.get(live_server.url + reverse("admin:knowledge_apidocument_changelist"))
     badge = f"document.querySelector('[data-doc-id=\"{document.pk}\"]')"
     assert browser.execute_script(f"return {badge}.dataset.docStatus") == "INDEXING"
     browser.execute_script("window.__notReloaded = true")
     # What the worker does when indexing ends.
     ApiDocument.objects.filter(pk=document.pk).update(status="FAILED", error="parse error: line 3")
-    _wait(browser, f"return {badge}.dataset.docStatus === 'FAILED'", timeout=20)
+    wait_for(browser, f"return {badge}.dataset.docStatus === 'FAILED'", timeout=20)
     assert browser.execute_script("return window.__notReloaded === true")
     assert "parse error: line 3" in browser.execute_script(f"return {badge}.textContent")
     browser.save_screenshot(str(SCREENSHOTS / "documents_status.png"))
     browser.get(live_server.url + reverse("admin:knowledge_apidocument_change", args=[document.pk]))
     assert browser.find_element("css selector", "#reindex-form button").text == "Re-index"
+
+
+def test_hit_testing_with_top_k_a_domain_and_an_agent(browser, live_server, seeded, vector_store, settings):
+    """Hit testing in the browser: top_k, a domain and an agent chosen in the form, chunk-text cards
+    back (a hostile chunk among them), nothing wider than the viewport."""
+    from selenium.webdriver.support.ui import Select
+
+    from knowledge.embeddings import get_embedder
+    from knowledge.models import DocumentChunk
+    from retrieval.keyword_index import keyword_index_forget
+    from retrieval.tokens import tool_token_issue
+    from tests.observability.test_hostile_rows import COMBINING
+    from tests.retrieval.conftest import Corpus, seed_documents
+
+    settings.RETRIEVAL_INDEX_REFRESH_MS = 0
+    keyword_index_forget()
+    embedder = get_embedder()
+    vector_store.ensure_collection(dim=embedder.dim, model_name=embedder.model_name)
+    ApiDocument.objects.filter(doc_key="infrastructure/mysql-pool.md").delete()  # the seeded stand-in
+    seed_documents(Corpus(vector_store))
+    KnowledgeDomain.objects.get_or_create(domain_id="troubleshooting")
+    DocumentChunk.objects.filter(document__doc_key="infrastructure/mysql-pool.md", chunk_index=1).update(
+        content="<script>alert(1)</script>" + COMBINING + "长" * 3000, pages="7"
+    )
+    tool_token_issue(name="agent-" + "w" * 200)
+    admin_login(browser, live_server)
+    browser.get(live_server.url + reverse("admin:observability_hittest_changelist"))
+    browser.find_element("name", "query").send_keys("数据库连接池配置")
+    browser.find_element("name", "top_k").send_keys("8")
+    Select(browser.find_element("name", "domains")).select_by_value("infrastructure")
+    Select(browser.find_element("name", "agent")).select_by_index(1)
+    browser.find_element("css selector", "#hit-test-form input[type=submit]").click()
+    wait_for(browser, "return document.getElementById('hit-l1') !== null")
+    assert "top_k=8" in browser.current_url and "domains=infrastructure" in browser.current_url
+    cards = browser.execute_script(
+        "return Array.from(document.querySelectorAll('.okb-hit-card')).map(c => ["
+        "c.dataset.docKey, c.querySelector('.okb-hit-text') ? c.querySelector('.okb-hit-text').textContent : '',"
+        "c.querySelector('a') ? c.querySelector('a').href : '']);"
+    )
+    assert cards and all(key.startswith("infrastructure/") for key, _, _ in cards)
+    assert any(
+        text == "数据库连接池配置\n如何配置数据库连接池" and "/knowledge/apidocument/" in href
+        for _, text, href in cards
+    )
+    assert any(text.startswith("<script>alert(1)</script>") for _, text, _ in cards)  # shown as text
+    assert browser.execute_script(
+        "return window.__xss === undefined && !document.querySelector('.okb-hit-text script')"
+    )
+    assert browser.find_element("id", "hit-domains").text.startswith("infrastructure")
+    measured = _overflow(browser)
+    assert measured["scroll"] <= measured["viewport"], measured
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    assert browser.save_screenshot(str(SCREENSHOTS / "hit_testing_cards.png"))
+    keyword_index_forget()
