@@ -13,8 +13,8 @@ from knowledge.models import DocumentChunk, KnowledgeDomain
 from observability.models import ToolInvocation
 from retrieval.corpus import corpus_signature_forget
 from retrieval.keyword_index import keyword_index_forget
-from retrieval.services import lookup_knowledge
 from retrieval.models import AgentProfile
+from retrieval.services import lookup_knowledge
 from retrieval.thresholds import thresholds_cache_clear
 from retrieval.tokens import tool_token_issue
 from retrieval.tracker import get_tracker, reset_tracker
