@@ -275,3 +275,59 @@ def test_hit_testing_with_top_k_a_domain_and_an_agent(browser, live_server, seed
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     assert browser.save_screenshot(str(SCREENSHOTS / "hit_testing_cards.png"))
     keyword_index_forget()
+
+
+def test_the_add_form_keeps_the_chosen_file_through_an_error_elsewhere(
+    browser, live_server, seeded, vector_store, tmp_path
+):
+    """A browser empties a file input on every page load and no page may refill it: the server
+    holds the file and the form says so; the corrected form, file input left empty, uploads it."""
+    chosen = tmp_path / "browser-pool.md"
+    chosen.write_text("# 浏览器上传\n\n最大连接数 20。", encoding="utf-8")
+    admin_login(browser, live_server)
+    browser.get(live_server.url + reverse("admin:knowledge_apidocument_add"))
+    browser.find_element("name", "file").send_keys(str(chosen))
+    browser.find_element("name", "new_domain").send_keys("not a domain!")
+    browser.find_element("name", "key").send_keys("infrastructure/browser-pool.md")
+    browser.find_element("css selector", "input[name=_save]").click()
+    wait_for(browser, "return document.getElementById('held-file') !== null")
+    assert browser.execute_script("return document.querySelector('input[name=file]').files.length") == 0
+    assert "browser-pool.md" in browser.find_element("id", "held-file").text
+    assert browser.find_element("name", "key").get_attribute("value") == "infrastructure/browser-pool.md"
+    assert browser.find_element("name", "new_domain").get_attribute("value") == "not a domain!"
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(SCREENSHOTS / "document_add_file_kept.png"))
+    field = browser.find_element("name", "new_domain")
+    field.clear()
+    field.send_keys("infrastructure")
+    browser.find_element("css selector", "input[name=_save]").click()
+    wait_for(browser, "return document.getElementById('reindex-form') !== null")
+    assert ApiDocument.objects.get(doc_key="infrastructure/browser-pool.md").title == "浏览器上传"
+
+
+def test_the_domains_table_fits_and_a_domain_page_lists_its_documents(browser, live_server, seeded):
+    KnowledgeDomain.objects.filter(domain_id="forgotten").update(
+        description="很长的描述" * 50, last_error="regeneration failed: " + "x" * 2000
+    )
+    admin_login(browser, live_server)
+    browser.get(live_server.url + reverse("admin:knowledge_knowledgedomain_changelist"))
+    fit = browser.execute_script(
+        "const t = document.getElementById('result_list'); const box = t.closest('.results');"
+        "return {table: t.scrollWidth, box: box.clientWidth, page: document.documentElement.scrollWidth};"
+    )
+    assert fit["table"] <= fit["box"] and fit["page"] <= WIDTH, fit
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(SCREENSHOTS / "domains.png"))
+    domain = KnowledgeDomain.objects.get(domain_id="infrastructure")
+    browser.get(live_server.url + reverse("admin:knowledge_knowledgedomain_change", args=[domain.pk]))
+    rows = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#domain-documents tbody tr')).map(r => ["
+        "r.querySelector('a').href, r.cells[1].textContent, r.cells[2].textContent]);"
+    )
+    assert sorted((key, status) for _, key, status in rows) == [
+        ("infrastructure/broken.md", "Failed"),
+        ("infrastructure/mysql-pool.md", "Pending"),
+    ]
+    assert all("/admin/knowledge/apidocument/" in href for href, _, _ in rows)
+    assert _overflow(browser)["scroll"] <= WIDTH
+    browser.save_screenshot(str(SCREENSHOTS / "domain_documents.png"))
