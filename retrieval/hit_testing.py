@@ -168,6 +168,15 @@ def hit_test_run(
     }
 
 
+def _status_label(status: str) -> str:
+    from observability.models import ToolInvocation
+
+    try:
+        return ToolInvocation.Status(status).label
+    except ValueError:
+        return status
+
+
 def _test_params(request: HttpRequest) -> str:
     """The address of a test, to run it again from "your last tests"."""
     keep = [
@@ -221,6 +230,7 @@ def hit_test_page(request: HttpRequest, context: dict) -> TemplateResponse:
                 scope=sorted(data["scope"]) if data["scope"] is not None else None,
                 search_domains=sorted(data["search_domains"]) if data["search_domains"] is not None else None,
                 result=result,
+                status_label=_status_label(result["status"]),
                 details=details,
                 l0=[
                     (display_text(key), display_text(title))

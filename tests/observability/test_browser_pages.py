@@ -167,15 +167,32 @@ def test_an_invocation_explains_its_level(browser, live_server, seeded):
     browser.save_screenshot(str(SCREENSHOTS / "invocation_explained.png"))
 
 
-def test_in_chinese_no_label_is_left_in_english(browser, live_server, seeded):
+def _english_msgids() -> set[str]:
+    """Every catalogue msgid whose Chinese differs, as written and capitalised as the admin shows
+    a field label or a choice ("Created at", "Indexed"); texts that are also a translation
+    ("Agent") are left out."""
     import polib
 
     from tests.config.test_i18n_complete import CATALOGUE
 
-    english = {e.msgid.strip() for e in polib.pofile(str(CATALOGUE)) if e.msgstr and e.msgstr != e.msgid}
-    # Capitalised as the admin shows a field label or a choice ("Created at", "Indexed").
+    entries = polib.pofile(str(CATALOGUE))
+    english = {e.msgid.strip() for e in entries if e.msgstr and e.msgstr != e.msgid}
     english |= {text[:1].upper() + text[1:] for text in english}
-    english -= {e.msgstr.strip() for e in polib.pofile(str(CATALOGUE)) if e.msgstr}  # "Agent" is both
+    return english - {e.msgstr.strip() for e in entries if e.msgstr}
+
+
+# What the Chinese runs read on a page: labels, headers, filters, cells, values, titles, sidebar.
+_LABELS_JS = (
+    "return Array.from(document.querySelectorAll('#content label, #content th, #content h2, #content h3,"
+    " #content .okb-label, #content summary, #content .okb-nav a, #changelist-filter h3, #dashboard-empty,"
+    " #changelist-filter li a, #result_list td, #content .readonly, #content-main h1, #site-name,"
+    " #content .breadcrumbs a, #nav-sidebar a, .breadcrumbs, #content dt, .okb-hit-facts dd, .okb-hit-mark'))"
+    ".map(e => e.textContent.trim().replace(/:$/, ''));"
+)
+
+
+def test_in_chinese_no_label_is_left_in_english(browser, live_server, seeded):
+    english = _english_msgids()
     document = ApiDocument.objects.get(doc_key="infrastructure/broken.md")
     domain = KnowledgeDomain.objects.get(domain_id="infrastructure")
     admin_login(browser, live_server)
@@ -201,13 +218,7 @@ def test_in_chinese_no_label_is_left_in_english(browser, live_server, seeded):
     for name, url in pages.items():
         browser.get(live_server.url + url)
         wait_for(browser, "return document.readyState === 'complete'")
-        texts = browser.execute_script(
-            "return Array.from(document.querySelectorAll('#content label, #content th, #content h2, #content h3,"
-            " #content .okb-label, #content summary, #content .okb-nav a, #changelist-filter h3, #dashboard-empty,"
-            " #changelist-filter li a, #result_list td, #content .readonly, #content-main h1, #site-name,"
-            " #content .breadcrumbs a, #nav-sidebar a, .breadcrumbs'))"
-            ".map(e => e.textContent.trim().replace(/:$/, ''));"
-        )
+        texts = browser.execute_script(_LABELS_JS)
         left = sorted({t for t in texts if t in english})
         if left:
             untranslated[name] = left
@@ -289,6 +300,23 @@ def test_hit_testing_with_top_k_a_domain_and_an_agent(browser, live_server, seed
     assert measured["scroll"] <= measured["viewport"], measured
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     assert browser.save_screenshot(str(SCREENSHOTS / "hit_testing_cards.png"))
+    # The same test in Chinese: no label, mark or heading of the result left in English.
+    Select(browser.find_element("id", "language-select")).select_by_value("zh-hans")
+    wait_for(browser, "return document.documentElement.lang === 'zh-hans'")
+    browser.get(
+        live_server.url
+        + reverse("admin:observability_hittest_changelist")
+        + "?"
+        + browser.execute_script(
+            "return document.querySelector('#hit-recent a').getAttribute('href').slice(1)"
+        )
+    )
+    wait_for(browser, "return document.getElementById('hit-l1') !== null")
+    english = _english_msgids()
+    left = sorted({t for t in browser.execute_script(_LABELS_JS) if t in english})
+    assert left == []
+    browser.execute_script("document.getElementById('hit-l1').scrollIntoView()")
+    browser.save_screenshot(str(SCREENSHOTS / "hit_testing_cards_zh.png"))
     keyword_index_forget()
 
 
