@@ -167,7 +167,8 @@ def test_hostile_query_chunk_text_and_agent_names_render_safely(
     DocumentChunk.objects.filter(document__doc_key="infrastructure/mysql-pool.md", chunk_index=0).update(
         content=hostile_chunk, heading_path=script + COMBINING
     )
-    hostile_agent = django_user_model.objects.create(username=script + COMBINING)
+    # A user name holds 150 characters (MariaDB enforces it): a shorter tower.
+    hostile_agent = django_user_model.objects.create(username=script + "e" + "\u0301" * 100)
     tool_token_issue(name=hostile_agent.username)
     response = admin_client.get(
         reverse(URL), {"query": "数据库连接池配置 " + script + COMBINING, "agent": hostile_agent.pk}
