@@ -66,17 +66,17 @@ class ToolInvocation(models.Model):
     # Stored generated columns (observability.expressions): the database copies these out of
     # retrieval_details on every insert, whoever writes the row, so the dashboards group and
     # filter a million rows by index instead of parsing JSON per row.
+    # No verbose_name on the generated columns: SQLite would rebuild the table to change it (the
+    # list shows them through admin.display labels).
     l1_top_similarity = models.GeneratedField(
         expression=JSONNumber("retrieval_details", f"$.{details.L1_TOP_SIMILARITY}"),
         output_field=models.FloatField(null=True),
         db_persist=True,
-        verbose_name=_("top similarity"),
     )
     primary_domain = models.GeneratedField(
         expression=JSONString("retrieval_details", f"$.{RETURNED_DOMAINS_KEY}[0]", 64),
         output_field=models.CharField(max_length=64, null=True),
         db_persist=True,
-        verbose_name=_("primary domain"),
     )
 
     class Meta:
