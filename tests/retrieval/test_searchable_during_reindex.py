@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 
 from knowledge.models import ApiDocument
-from knowledge.services import ingestion
+from knowledge.services import indexing as ingestion
 from knowledge.services.ingestion import document_index, document_ingest
 from retrieval.services import lookup_knowledge
 from tests.conftest import SERVICES_MODE
