@@ -3,8 +3,12 @@
 Generates N Markdown documents (frontmatter, headings, Chinese and English prose, code fences,
 tables), then:
 
-1. pipeline: each document goes through ``document_ingest`` (parse, store, queue) and the
-   indexing task's work (chunk, embed, upsert into Milvus, swap chunk rows, mark INDEXED, prune);
+1. pipeline: the documents go through the bulk path (``items_ingest``, as a bulk upload, a zip or
+   ``import_documents``): each is parsed and stored, then indexed in batches of
+   INGEST_INDEX_BATCH_DOCUMENTS documents by the batch task's work (chunk, embed across the
+   batch's documents, one upsert into Milvus, swap chunk rows and mark INDEXED per document,
+   prune); with ``--per-document`` each document is indexed by a run of its own instead (a
+   single upload's path);
 2. raw: the very chunk texts the pipeline embedded are embedded in batches of
    EMBEDDING_BATCH_SIZE and inserted into a fresh collection, nothing else;
 
@@ -20,6 +24,7 @@ Two ways to run the pipeline:
     .venv/bin/python bench/ingest.py                 # 200 documents, in-process
     .venv/bin/python bench/ingest.py --docs 1000
     .venv/bin/python bench/ingest.py --worker
+    .venv/bin/python bench/ingest.py --docs 60 --per-document   # one run per document
 
 Everything lives in a temporary folder (SQLite + milvus-lite); nothing of var/ is touched.
 Prints figures only; asserts nothing about time.
@@ -74,6 +79,9 @@ def _parse_args() -> argparse.Namespace:
         type=int,
         default=2,
         help="worker processes with --worker (default 2, as the Procfile)",
+    )
+    parser.add_argument(
+        "--per-document", action="store_true", help="index each document in a run of its own (in-process)"
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (its path is printed)")
     return parser.parse_args()
@@ -189,7 +197,11 @@ def run(args, settings, folder: Path, processes: list[subprocess.Popen]) -> None
 
     from knowledge.embeddings import get_embedder
     from knowledge.models import ApiDocument, DocumentChunk, chunk_id_for
-    from knowledge.services.ingestion import chunk_embedding_text, document_index, document_ingest
+    from knowledge.services.chunk_preparation import chunk_embedding_text
+    from knowledge.services.documents import document_ingest
+    from knowledge.services.index_queue import IndexQueue, index_batches
+    from knowledge.services.indexing import document_index, documents_index
+    from knowledge.services.uploads import UploadItem, items_ingest
     from knowledge.vectorstore import ChunkVector, VectorStore, get_vector_store
 
     documents = generate(args.docs, args.sections, args.seed)
@@ -272,22 +284,34 @@ def run(args, settings, folder: Path, processes: list[subprocess.Popen]) -> None
                 sys.exit("the worker did not index the warm-up document:\n" + worker_log.read_text())
             time.sleep(0.2)
         started = time.perf_counter()
-        for name, data in documents:
-            t = time.perf_counter()
-            document_ingest(data=data, name=name)
-            stages["ingest_s"] += time.perf_counter() - t
+        t = time.perf_counter()
+        items_ingest(items=[UploadItem(n, d) for n, d in documents])  # the bulk path: batch tasks
+        stages["ingest_s"] += time.perf_counter() - t
         while ApiDocument.objects.exclude(status__in=["INDEXED", "FAILED"]).exists():
             time.sleep(0.05)
         pipeline_s = time.perf_counter() - started
         for key in ("chunk_s", "embed_s", "upsert_s", "commit_s", "prune_s"):
             stages.pop(key)
-    else:
+    elif args.per_document:
         started = time.perf_counter()
         for name, data in documents:
             t = time.perf_counter()
             result = document_ingest(data=data, name=name)
             stages["ingest_s"] += time.perf_counter() - t
             outcome = document_index(document_id=result.document.id)
+            for key, value in outcome.timings.items():
+                stages[key] += value
+        pipeline_s = time.perf_counter() - started
+    else:
+        # What items_ingest does, with the batch tasks it would queue run here, as the worker would.
+        started = time.perf_counter()
+        queue = IndexQueue()
+        t = time.perf_counter()
+        for name, data in documents:
+            document_ingest(data=data, name=name, index_queue=queue)
+        stages["ingest_s"] += time.perf_counter() - t
+        for batch in index_batches((i, False) for i in queue.document_ids):
+            outcome = documents_index(entries=batch)
             for key, value in outcome.timings.items():
                 stages[key] += value
         pipeline_s = time.perf_counter() - started
@@ -310,11 +334,12 @@ def run(args, settings, folder: Path, processes: list[subprocess.Popen]) -> None
     after[2].reset()
 
     # --- report ------------------------------------------------------------------------------
-    mode = (
-        f"real Celery worker, concurrency {args.concurrency} (filesystem broker, milvus-lite server)"
-        if args.worker
-        else "in-process"
-    )
+    if args.worker:
+        mode = f"real Celery worker, concurrency {args.concurrency} (filesystem broker, milvus-lite server)"
+    elif args.per_document:
+        mode = "in-process, a run per document"
+    else:
+        mode = f"in-process, batches of {settings.INGEST_INDEX_BATCH_DOCUMENTS} documents"
     print(
         f"\n  documents   {n_docs} ({failed} failed), chunks {n_chunks} ({n_chunks / max(n_docs, 1):.1f} per document)"
     )
@@ -323,7 +348,7 @@ def run(args, settings, folder: Path, processes: list[subprocess.Popen]) -> None
     )
     print(f"\n  {'':26}{'seconds':>9}{'docs/s':>10}{'chunks/s':>10}")
     print(
-        f"  {'pipeline (' + ('worker' if args.worker else 'in-process') + ')':26}{pipeline_s:9.2f}{n_docs / pipeline_s:10.1f}{n_chunks / pipeline_s:10.1f}"
+        f"  {'pipeline (' + ('worker' if args.worker else 'per document' if args.per_document else 'in-process') + ')':26}{pipeline_s:9.2f}{n_docs / pipeline_s:10.1f}{n_chunks / pipeline_s:10.1f}"
     )
     print(
         f"  {'raw embed + insert':26}{raw_s:9.2f}{n_docs / raw_s:10.1f}{n_chunks / raw_s:10.1f}"

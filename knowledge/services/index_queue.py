@@ -62,10 +62,11 @@ class IndexQueue:
     def add(self, document_id: int, *, repair: bool = False) -> None:
         """Queue ``document_id`` with the others once the write in progress commits."""
 
-        def remember() -> None:
-            self._entries[document_id] = self._entries.get(document_id, False) or repair
+        transaction.on_commit(lambda: self.add_now(document_id, repair=repair))
 
-        transaction.on_commit(remember)
+    def add_now(self, document_id: int, *, repair: bool = False) -> None:
+        """Add a document whose row is written in the caller's own transaction (sent with it)."""
+        self._entries[document_id] = self._entries.get(document_id, False) or repair
 
     @property
     def document_ids(self) -> list[int]:

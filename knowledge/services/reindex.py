@@ -25,6 +25,6 @@ def documents_reindex(*, domain: str | None = None, document_ids: list[int] | No
     queue = IndexQueue()
     for document_id, status, error in rows:
         # Statuses are reset here, so whether a run must look for leftovers travels with the task.
-        queue.add(document_id, repair=status != ApiDocument.Status.INDEXED or bool(error))
+        queue.add_now(document_id, repair=status != ApiDocument.Status.INDEXED or bool(error))
     queue.send_on_commit()
     return len(rows)
