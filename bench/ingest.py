@@ -305,12 +305,16 @@ def run(args, settings, folder: Path, processes: list[subprocess.Popen]) -> None
                 cwd=REPO, env=env, stdout=open(worker_log, "wb"), stderr=subprocess.STDOUT,  # noqa: SIM115
             )
         )  # fmt: skip
-        # Let the worker start (and load the embedder on a first document) before timing.
-        document_ingest(data=b"---\ndomain: warmup\n---\n# warm up\n\ntext", name="warmup.md")
-        deadline = time.monotonic() + 120
-        while ApiDocument.objects.filter(doc_key="warmup.md").exclude(status="INDEXED").exists():
+        # Let the worker start, and every pool process load the embedder on a document of its
+        # own (handed out together, each goes to a free process), before timing.
+        for k in range(args.concurrency):
+            document_ingest(
+                data=f"---\ndomain: warmup\n---\n# warm up {k}\n\ntext".encode(), name=f"warmup-{k}.md"
+            )
+        deadline = time.monotonic() + 180
+        while ApiDocument.objects.filter(doc_key__startswith="warmup-").exclude(status="INDEXED").exists():
             if time.monotonic() > deadline:
-                sys.exit("the worker did not index the warm-up document:\n" + worker_log.read_text())
+                sys.exit("the worker did not index the warm-up documents:\n" + worker_log.read_text())
             time.sleep(0.2)
         started = time.perf_counter()
         t = time.perf_counter()
@@ -351,11 +355,11 @@ def run(args, settings, folder: Path, processes: list[subprocess.Popen]) -> None
     raw_s = raw_embed_s + raw_insert_s
     plain_insert_s = (before[3] + after[3]) / 2
 
-    bench_docs = ApiDocument.objects.exclude(doc_key="warmup.md")
+    bench_docs = ApiDocument.objects.exclude(doc_key__startswith="warmup-")
     failed = bench_docs.filter(status="FAILED").count()
     n_docs = bench_docs.count()
     n_chunks = DocumentChunk.objects.filter(document__in=bench_docs).count()
-    stored = store.count() - (1 if args.worker else 0)
+    stored = store.count() - (args.concurrency if args.worker else 0)
     # Same texts, same model: the pipeline must have stored what the raw run did (a check, not a timing).
     sample = [r[0] for r in raw_rows[:: max(1, len(raw_rows) // 20)]]
     pipe_v, raw_v = store.vectors(sample), after[2].vectors(sample)

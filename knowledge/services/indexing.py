@@ -10,8 +10,9 @@ A run goes through its documents in phases, so the model and Milvus see full bat
 2. every chunk of every document embedded in batches of ``EMBEDDING_BATCH_SIZE``; when that
    fails, each document is embedded on its own, so only the documents that fail end FAILED;
 3. one upsert of all the vectors;
-4. per document, one transaction: swap the DocumentChunk rows, set the new version's title and
-   text, mark INDEXED (``indexed_at``); then the surplus old vectors are deleted.
+4. per document, one savepoint of the run's one transaction: swap the DocumentChunk rows, set
+   the new version's title and text, mark INDEXED (``indexed_at``); once that commits, the
+   surplus old vectors are deleted.
 
 Guarantees, per document, whatever happens to the others of its run:
 
@@ -160,8 +161,11 @@ def documents_index(*, entries: list[tuple[int, bool]], final_attempt: bool = Tr
         _embed([r for r in runs if r.result is None], alone, timings)
         _upsert([r for r in runs if r.result is None], alone, final_attempt, timings)
         swapped = [r for r in runs if r.result is None]
-        for run in swapped:
-            _isolated(run, alone, lambda r=run: _swap(r, timings), after_upsert=True)
+        # One commit for the run; each document's swap is a savepoint of it, so one that fails
+        # rolls back alone (and is recorded FAILED) while the others' swaps commit together.
+        with transaction.atomic():
+            for run in swapped:
+                _isolated(run, alone, lambda r=run: _swap(r, timings), after_upsert=True)
         _prune([r for r in swapped if r.result.status in (INDEXED, GONE)], timings)
     return BatchResult(results={r.document_id: r.result for r in runs}, timings=dict(timings))
 
