@@ -225,7 +225,7 @@ def test_progress_is_reported_per_file_and_a_rejected_file_stores_nothing(vector
 def test_the_worker_indexes_a_bulk_upload_in_batches_and_a_bad_file_costs_only_itself(
     vector_store, celery_worker, settings
 ):
-    # the worker process reads INGEST_INDEX_BATCH_DOCUMENTS from its own settings (16): all in one task
+    # the worker process reads INGEST_INDEX_BATCH_DOCUMENTS from its own settings (32): all in one task
     items = upload_items(
         [
             *_upload(6),
