@@ -7,4 +7,7 @@ class RetrievalConfig(AppConfig):
     verbose_name = _("Retrieval")
 
     def ready(self) -> None:
-        from retrieval import checks  # noqa: F401 - registers the settings checks
+        from retrieval import (
+            checks,  # noqa: F401 - registers the settings checks
+            signals,  # noqa: F401 - the domain-scope guard
+        )

@@ -47,3 +47,34 @@ def agent_knowledge_map(user) -> dict:
     from retrieval.agents import agent_domains
 
     return knowledge_map_scoped(knowledge_map_build(), agent_domains(user.pk))
+
+
+def profiles_left_unscoped_by(domain_ids: Iterable[str]) -> list:
+    """The agent profiles whose every allowed domain is among ``domain_ids``: deleting those
+    domains would leave their scope empty, and an empty scope means every domain. Deleting a
+    domain must never widen what an agent sees, so those deletions are refused
+    (``retrieval.signals``, the domains admin)."""
+    from django.db.models import Count, F, Q
+
+    from retrieval.models import AgentProfile
+
+    doomed = list(domain_ids)
+    return list(
+        AgentProfile.objects.annotate(
+            scope=Count("allowed_domains", distinct=True),
+            doomed=Count("allowed_domains", filter=Q(allowed_domains__domain_id__in=doomed), distinct=True),
+        )
+        .filter(doomed__gt=0, doomed=F("scope"))
+        .select_related("user")
+        .order_by("user__username")
+    )
+
+
+def scope_deletion_message(profiles: list) -> str:
+    from django.utils.translation import gettext
+
+    names = ", ".join(p.user.get_username() for p in profiles[:5]) + (" …" if len(profiles) > 5 else "")
+    return gettext(
+        "it is the only allowed domain of these agents: %(names)s. An empty scope means every "
+        "domain, so remove it from their allowed domains (or give them another) first"
+    ) % {"names": names}

@@ -58,6 +58,17 @@ class KnowledgeDomainAdmin(admin.ModelAdmin):
     )
     actions = ["regenerate_now"]
 
+    def get_deleted_objects(self, objs, request):
+        """Django's list of what a deletion takes, plus a refusal when a domain is a scoped agent's
+        only allowed domain (an empty scope means every domain: ``retrieval.scopes``)."""
+        from retrieval.scopes import profiles_left_unscoped_by, scope_deletion_message
+
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        profiles = profiles_left_unscoped_by([d.domain_id for d in objs])
+        if profiles:
+            protected = [*protected, scope_deletion_message(profiles)]
+        return deleted, counts, perms_needed, protected
+
     def get_readonly_fields(self, request, obj=None):
         # domain_id is the documents' category: renaming it here would orphan them.
         return (*self.readonly_fields, "domain_id") if obj else self.readonly_fields

@@ -72,3 +72,35 @@ def test_staff_see_each_agents_sessions_by_agent(admin_client, corpus):
         + f"?agent__id__exact={agents[0].pk}&session_id=conv-42"
     )
     assert listing.status_code == 200
+
+
+def test_deleting_a_scoped_agents_only_domain_is_refused_so_its_scope_never_widens(admin_client):
+    """An empty scope means every domain: deleting the one domain an agent is limited to would let
+    it see everything. The admin refuses and says why; code gets a ProtectedError; once the
+    domain leaves the scope (or another joins it) the domain can go."""
+    from django.db import transaction
+    from django.db.models import ProtectedError
+
+    api = KnowledgeDomain.objects.create(domain_id="api")
+    infra = KnowledgeDomain.objects.create(domain_id="infrastructure")
+    token = tool_token_issue(name=f"scoped-{uuid.uuid4().hex[:6]}")
+    profile = AgentProfile.objects.get(user=token.user)
+    profile.allowed_domains.set([api])
+
+    url = reverse("admin:knowledge_knowledgedomain_delete", args=[api.pk])
+    page = admin_client.get(url).content.decode()
+    assert "only allowed domain" in page and token.user.username in page
+    assert admin_client.post(url, {"post": "yes"}).status_code == 200  # the refusal page again
+    bulk = admin_client.post(
+        reverse("admin:knowledge_knowledgedomain_changelist"),
+        {"action": "delete_selected", "_selected_action": [api.pk, infra.pk], "post": "yes"},
+    )
+    assert "only allowed domain" in bulk.content.decode()
+    assert KnowledgeDomain.objects.filter(pk__in=[api.pk, infra.pk]).count() == 2
+    with pytest.raises(ProtectedError, match="only allowed domain"), transaction.atomic():
+        api.delete()
+
+    infra.delete()  # in no scope: deleted as before
+    profile.allowed_domains.set([])
+    assert admin_client.post(url, {"post": "yes"}).status_code == 302
+    assert not KnowledgeDomain.objects.filter(pk=api.pk).exists()
