@@ -61,7 +61,7 @@ def distribution_figure(*, rows: list[dict], title: str, colours: dict[str, str]
         "data": [
             {
                 "type": "bar",
-                "x": [row["label"] for row in rows],
+                "x": [metrics.label_display(row["label"]) for row in rows],
                 "y": [row["count"] for row in rows],
                 "text": [f"{row['count']} ({row['percent']}%)" for row in rows],
                 "textposition": "auto",
@@ -93,7 +93,7 @@ def similarity_figure(
     data = [
         {
             "type": "bar",
-            "name": label,
+            "name": metrics.label_display(label),
             "x": centres,
             "y": counts,
             "width": [round(1 / len(bins), 4)] * len(bins),
@@ -168,7 +168,7 @@ def over_time_figure(
     data = [
         {
             "type": "bar",
-            "name": label,
+            "name": metrics.label_display(label),
             "x": over_time["x"],
             "y": counts,
             "marker": {"color": colours.get(label, "#57606a")},

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.utils import timezone
+from django.utils.translation import gettext, gettext_noop
 
 from observability.models import ToolInvocation
 from observability.rollups import NO_AGENT, SIMILARITY_BINS
@@ -37,6 +38,17 @@ DEDUP_REASONS: list[tuple[str | None, str]] = [
     ("domain_retrieved", "domain_retrieved"),
     (None, "none"),
 ]
+# The two labels that are words rather than stored values: keys in English here (the charts'
+# colours and the rows are keyed by them), shown translated (``label_display``).
+_WORD_LABELS = frozenset([gettext_noop("not found"), gettext_noop("none")])
+
+
+def label_display(label: str) -> str:
+    """A level or dedup label as a staff page shows it: level names stay as the API spells them,
+    "not found" / "none" in the page's language."""
+    return gettext(label) if label in _WORD_LABELS else label
+
+
 # Lookups-per-session histogram: 1, 2, ... up to this, then "this or more" in one bar.
 SESSION_LOOKUPS_CAP = 10
 

@@ -12,7 +12,7 @@ from observability import calibration, charts, selectors
 from observability.admin.base import _PageAdmin
 from observability.forms import DashboardFilterForm
 from observability.links import agent_params, invocation_list_url, scope
-from observability.metrics import DEDUP_REASONS, DIFY_TOOL, LOOKUP_TOOL, RELEVANCE_LEVELS
+from observability.metrics import DEDUP_REASONS, DIFY_TOOL, LOOKUP_TOOL, RELEVANCE_LEVELS, label_display
 from observability.models import RetrievalDashboard, ToolInvocation
 from observability.rollups import NO_AGENT
 
@@ -53,11 +53,19 @@ def dashboard_links(*, data: dict, filters: selectors.InvocationFilter) -> dict:
         "errors": invocation_list_url(**params, status__exact=ToolInvocation.Status.ERROR),
         "degraded": invocation_list_url(**params, status__exact=ToolInvocation.Status.DEGRADED),
         "levels": [
-            {**row, "url": invocation_list_url(**params, level=row["value"] or "none")}
+            {
+                **row,
+                "label": label_display(row["label"]),
+                "url": invocation_list_url(**params, level=row["value"] or "none"),
+            }
             for row in data["relevance"]
         ],
         "dedup": [
-            {**row, "url": invocation_list_url(**params, dedup=row["value"] or "none")}
+            {
+                **row,
+                "label": label_display(row["label"]),
+                "url": invocation_list_url(**params, dedup=row["value"] or "none"),
+            }
             for row in data["dedup"]
         ],
         "dify_records": invocation_list_url(**{**params, "tool_name": DIFY_TOOL}),

@@ -293,3 +293,19 @@ def test_changelist_charts_from_rollups_equal_counting_the_listed_rows(
     assert drawn["y"] == [row["count"] for row in relevance]
     assert _figure(response, "chart-dedup")["data"][0]["y"] == [row["count"] for row in dedup]
     assert sum(drawn["y"]) > 0 or params.get("status__exact") == "ERROR"
+
+
+def test_in_chinese_the_dashboard_names_not_found_and_none_in_chinese(admin_client, recent):
+    """Level names stay as the API spells them; "not found" and "none" are words, translated."""
+    response = admin_client.get(
+        reverse("admin:observability_retrievaldashboard_changelist"),
+        {"range": "24h"},
+        HTTP_ACCEPT_LANGUAGE="zh-hans",
+    )
+    relevance = _figure(response, "chart-relevance")["data"][0]
+    assert relevance["x"] == ["PRECISE", "HIGHLY_RELEVANT", "REFERENCE", "DEDUPED", "未找到"]
+    assert _figure(response, "chart-dedup")["data"][0]["x"][-1] == "无"
+    over_time = {t["name"] for t in _figure(response, "chart-relevance-time")["data"]}
+    assert "未找到" in over_time and "not found" not in over_time
+    html = response.content.decode()
+    assert ">未找到</a>" in html and ">not found</a>" not in html
