@@ -20,10 +20,12 @@ ONLY_INVISIBLE = "This field may not be blank: it holds only invisible character
 # combining grapheme joiner, Hangul fillers, the blank Braille pattern (format characters, such
 # as zero-width spaces and joiners, the BOM and bidi marks, are found by their category).
 _INVISIBLE = frozenset(
-    [0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x2800, 0x3164, 0xFFA0]
-    + list(range(0x180B, 0x1810))
-    + list(range(0xFE00, 0xFE10))
-    + list(range(0xE0100, 0xE01F0))
+    [
+        *(0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x2800, 0x3164, 0xFFA0),
+        *range(0x180B, 0x1810),
+        *range(0xFE00, 0xFE10),
+        *range(0xE0100, 0xE01F0),
+    ]
 )
 
 
