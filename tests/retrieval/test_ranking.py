@@ -92,6 +92,12 @@ def test_an_l0_match_is_not_precise_when_other_documents_also_matched():
     assert keys(ranked) == ["near.md", "one.md"]  # an L1 level outranks a bare L0 match
 
 
+def test_a_single_match_counted_beyond_the_candidates_marks_nothing_precise():
+    # One L0 match counted, but its document is not among the L0 candidates (not searchable).
+    ranked = candidates_collect(l0=[], hits=[hit("a.md", MIDDLE)], thresholds=SEEDS, l0_match_count=1)
+    assert keys(ranked) == ["a.md"] and not ranked[0].precise
+
+
 def test_candidates_rank_highly_relevant_then_reference_then_bare_l0_then_levelless_l1():
     hits = [hit("weak.md", LOW), hit("ref.md", MIDDLE), hit("high.md", HIGH)]
     ranked = candidates_collect(l0=[match("kw.md", "quota")], hits=hits, thresholds=SEEDS, l0_match_count=2)
@@ -162,14 +168,15 @@ def test_without_query_terms_there_is_no_lexical_evidence():
 
 def test_bare_l0_matches_with_a_similarity_come_first_then_the_longest_matched_term():
     l0 = [
-        match("short.md", "ab", title="T"),
-        match("long.md", "abcdef", title="T"),
+        match("a-short.md", "ab", title="T"),
+        match("z-long.md", "abcdef", title="T"),
+        match("m-mid.md", "abcd", title="T"),
         match("seen.md", "ab", title="T"),
         match("nearer.md", "ab", title="T"),
     ]
     hits = [hit("seen.md", 1.6), hit("nearer.md", 1.2)]  # similarities 0.2 and 0.4: no level
-    ranked = candidates_collect(l0=l0, hits=hits, thresholds=SEEDS, l0_match_count=4)
-    assert keys(ranked) == ["nearer.md", "seen.md", "long.md", "short.md"]
+    ranked = candidates_collect(l0=l0, hits=hits, thresholds=SEEDS, l0_match_count=5)
+    assert keys(ranked) == ["nearer.md", "seen.md", "z-long.md", "m-mid.md", "a-short.md"]
 
 
 def test_equal_bare_l0_matches_are_ordered_by_title_then_doc_key():
