@@ -179,6 +179,14 @@ def test_bare_l0_matches_with_a_similarity_come_first_then_the_longest_matched_t
     assert keys(ranked) == ["nearer.md", "seen.md", "z-long.md", "m-mid.md", "a-short.md"]
 
 
+def test_a_bare_l0_match_l1_found_at_similarity_zero_still_comes_before_one_l1_did_not_find():
+    l0 = [match("a-unseen.md", "abcdef", title="T"), match("z-far.md", "ab", title="T")]
+    hits = [hit("z-far.md", 2.5)]  # beyond the L2 bound: similarity 0
+    ranked = candidates_collect(l0=l0, hits=hits, thresholds=SEEDS, l0_match_count=2)
+    assert ranked[0].similarity == 0.0
+    assert keys(ranked) == ["z-far.md", "a-unseen.md"]
+
+
 def test_equal_bare_l0_matches_are_ordered_by_title_then_doc_key():
     l0 = [
         match("b.md", "ab", title="Beta"),
