@@ -187,6 +187,18 @@ def test_a_bare_l0_match_l1_found_at_similarity_zero_still_comes_before_one_l1_d
     assert keys(ranked) == ["z-far.md", "a-unseen.md"]
 
 
+def test_lexical_evidence_does_not_order_bare_l0_matches_their_similarity_does():
+    # Neither gets a level (similarities under 0.5, shares of the key terms that move none).
+    terms = (Term("alpha", 0.45), Term("omega", 0.55))
+    l0 = [match("a.md", "kw", title="T"), match("b.md", "kw", title="T")]
+    hits = [hit("a.md", 1.1, text="alpha"), hit("b.md", 1.4, text="omega")]  # 0.45 and 0.3
+    ranked = candidates_collect(
+        l0=l0, hits=hits, thresholds=SEEDS, l0_match_count=2, terms=terms, query_script="latin"
+    )
+    assert [c.l1_level for c in ranked] == [None, None]
+    assert keys(ranked) == ["a.md", "b.md"]
+
+
 def test_equal_bare_l0_matches_are_ordered_by_title_then_doc_key():
     l0 = [
         match("b.md", "ab", title="Beta"),
