@@ -10,6 +10,7 @@ from retrieval.normalisation import (
     RelevanceLevel,
     l1_level_decide,
     relevance_level_decide,
+    similarity_from_l2,
 )
 from retrieval.thresholds import Thresholds
 
@@ -66,3 +67,13 @@ def test_a_single_l0_match_is_precise_whatever_l1_says():
     assert relevance_level_decide(l0_match_count=1, top_similarity=0.1, thresholds=SEEDS, l1_level=None) == (
         RelevanceLevel.PRECISE
     )
+
+
+def test_a_distance_float_error_made_negative_is_similarity_one_not_more():
+    assert similarity_from_l2(-1e-6, max_l2=2.0) == 1.0
+
+
+@pytest.mark.parametrize("l0_match_count", [2, 3, 60])
+def test_several_l0_matches_without_an_l1_level_are_reference(l0_match_count):
+    level = relevance_level_decide(l0_match_count=l0_match_count, top_similarity=None, thresholds=SEEDS)
+    assert level == REF
