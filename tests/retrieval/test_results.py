@@ -86,6 +86,14 @@ def test_a_primary_too_long_carries_the_chunks_around_the_matched_one_in_documen
     assert item["headingPath"] == "A.MD > part 2"
 
 
+def test_the_window_takes_the_earlier_of_two_equally_near_chunks_and_fills_to_the_limit_exactly():
+    chunks = ["c0" * 5, "c1" * 5, "c2" * 5, "c3" * 5]  # 10 characters each
+    row = _document("a.md", chunks)
+    # 20 characters: the matched chunk and one more fit exactly (the separator is cut off the end).
+    (item,) = _items([_l1("a.md", 2)], [row], max_chars=20)
+    assert item["content"] == ("c1" * 5 + "\n\n" + "c2" * 5)[:20]
+
+
 def test_the_window_skips_a_chunk_that_does_not_fit_and_takes_a_smaller_farther_one():
     row = _document("a.md", ["far small", "x" * 50, "matched chunk", "y" * 50])
     (item,) = _items([_l1("a.md", 2)], [row], max_chars=30)
