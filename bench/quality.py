@@ -220,6 +220,9 @@ class Answer:
     ms: float
     similarity: float | None = None  # the primary's best similarity (or the top one when not found)
     kind: str = ""
+    #: the lookup's L1 candidates as its retrieval details list them (doc key, similarity, key-term
+    #: coverage, L1 level): in the --json output, to see why a question was missed
+    candidates: list[dict] = field(default_factory=list)
 
 
 def _share(hits: int, total: int) -> float | None:
@@ -326,6 +329,18 @@ def similarity_from_details(details: dict | None, doc_key: str | None) -> float 
     return None if top is None else round(float(top), 4)
 
 
+def candidates_from_details(details: dict | None) -> list[dict]:
+    """One entry per document of the L1 candidates, best chunk first: what decided its level."""
+    from retrieval.details import L1_CANDIDATES
+
+    seen: dict[str, dict] = {}
+    for candidate in (details or {}).get(L1_CANDIDATES) or []:
+        key = candidate.get("doc_key")
+        if key and key not in seen:
+            seen[key] = {k: candidate.get(k) for k in ("doc_key", "similarity", "coverage", "l1_level")}
+    return list(seen.values())
+
+
 def tokens_jieba(text: str) -> list[str]:
     """jieba's tokens, lower-cased, without whitespace and punctuation."""
     import jieba
@@ -391,6 +406,7 @@ def lookup_in_process(question: Question) -> Answer:
         ms=ms,
         similarity=similarity_from_details(details, primary),
         kind=question.kind,
+        candidates=candidates_from_details(details),
     )
 
 

@@ -13,14 +13,26 @@ evidence the question is about it; a low share says the question's key terms are
 dense similarity alone cannot tell (on CMRC2018 the USE model gives unanswerable questions the
 same similarities as answerable ones).
 
-Query and text are compared only when both are written mostly in one script (``main_script``):
-an English question on a Chinese document shares no words with it by nature, so there is no
-lexical evidence either way (``None``) and the level rests on the dense similarity alone.
+Latin words get their weight from English word frequencies (wordfreq: ``-ln frequency``, capped
+at the table's largest IDF) instead of jieba's median: the table knows few English words, and the
+median weighed "comes" like "forbidden". Identifiers (``ERR_FORBIDDEN``, ``max_connections``,
+``maxUnavailable``, ``3000ms``) weigh the most: they name one thing, in every language.
+
+Scripts: an English question on a Chinese document shares no words with it by nature. So a
+document is compared with the query's terms written in its own main script (``main_script``) plus
+the identifiers, which are spelt the same in every language. Query and document in one script:
+every term counts and the evidence may raise or lower a level. Different scripts: only when those
+comparable terms carry at least a third of the query's weight (a Chinese question naming
+``maxUnavailable``, an English question quoting a Chinese runbook's error text), and then the
+evidence may raise a level, never lower it: what the query says in the other language cannot be
+looked for. Otherwise there is no lexical evidence (``None``) and the level rests on the dense
+similarity alone.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import re
 import statistics
 import threading
@@ -179,12 +191,28 @@ _STOP_WORDS_ZH = frozenset(
 class Term:
     text: str
     weight: float
+    #: "cjk" or "latin": the script the term is written in
+    script: str | None = None
+    #: spelt the same in every language (an error code, a setting name): comparable with any text
+    identifier: bool = False
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a document's text says of a query's terms (``lexical_evidence``)."""
+
+    #: the weighted share of the comparable terms found in the text, 0..1
+    coverage: float
+    #: query and text written in one script: the evidence may lower a level too
+    same_script: bool
 
 
 class _Idf:
     def __init__(self) -> None:
         self.table: dict[str, float] = {}
         self.median = 0.0
+        self.max = 0.0
+        self.english = None
         self.loaded = False
         self.lock = threading.Lock()
 
@@ -205,6 +233,10 @@ class _Idf:
                         table[word] = float(value)
             self.table = table
             self.median = statistics.median(table.values())
+            self.max = max(table.values())
+            from wordfreq import word_frequency
+
+            self.english = word_frequency
             jieba.initialize()
             self.loaded = True
 
@@ -235,6 +267,7 @@ def query_terms(query: str) -> tuple[Term, ...]:
             tokens.append(piece.strip("._-/"))
         elif piece.strip():
             tokens.extend(jieba.lcut(piece))
+    camel = {m.casefold() for m in _CAMEL_CASE.findall(query)}
     for token in tokens:
         token = token.strip()
         if (
@@ -247,12 +280,33 @@ def query_terms(query: str) -> tuple[Term, ...]:
             continue
         if token.isascii() and len(token) < 2:  # "4", "a": in every text
             continue
-        weight = _idf.table.get(token, _idf.median)
-        seen[token] = Term(token, weight)
+        if _CJK.search(token):
+            seen[token] = Term(token, _idf.table.get(token, _idf.median), "cjk")
+        elif _is_identifier(token) or token in camel:
+            seen[token] = Term(token, _idf.max, "latin", identifier=True)
+        else:
+            seen[token] = Term(token, _latin_weight(token), "latin")
     return tuple(seen.values())
 
 
+def _is_identifier(token: str) -> bool:
+    """An error code, a setting or a metric name: a separator inside, or letters and digits."""
+    inner = token.strip("._-/")
+    return any(ch in "_./-" for ch in inner) or (
+        any(ch.isdigit() for ch in inner) and any(ch.isalpha() for ch in inner)
+    )
+
+
+def _latin_weight(word: str) -> float:
+    """``-ln`` of the word's English frequency, capped at the IDF table's largest value (which a
+    word English does not know gets: a product name, a code)."""
+    frequency = _idf.english(word, "en")
+    return min(-math.log(frequency), _idf.max) if frequency > 0 else _idf.max
+
+
 _LATIN_RUN = re.compile(r"([a-z0-9][a-z0-9_.\-/]*)")
+# maxUnavailable, HikariCP, OutOfMemoryError: read from the query before it is case-folded.
+_CAMEL_CASE = re.compile(r"\b[A-Za-z][a-z0-9]*[A-Z][A-Za-z0-9]*\b")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
 _LATIN = re.compile(r"[a-z]")
 # One CJK character carries about as much as a few Latin letters: a text is CJK when its CJK
@@ -269,14 +323,30 @@ def main_script(text: str) -> str | None:
     return "cjk" if cjk * _LATIN_PER_CJK >= latin else "latin"
 
 
-def term_coverage(terms: tuple[Term, ...], text: str, *, query_script: str | None) -> float | None:
-    """The weighted share of ``terms`` found in ``text``; None when the query and the text are
-    written in different scripts (a translation shares no words with its original)."""
+# Across scripts, the terms a document can be compared with must carry this share of the query.
+CROSS_SCRIPT_MIN_SHARE = 1 / 3
+
+
+def lexical_evidence(terms: tuple[Term, ...], text: str, *, query_script: str | None) -> Evidence | None:
+    """What ``text`` says of ``terms`` (see the module docstring); None without evidence."""
     total = sum(t.weight for t in terms)
-    if not terms or total <= 0:
+    if not terms or total <= 0 or query_script is None:
         return None
     normalised = text_normalise(text)
-    if query_script is None or main_script(normalised) != query_script:
-        return None
-    found = sum(t.weight for t in terms if t.text in normalised)
-    return found / total
+    text_script = main_script(normalised)
+    if text_script == query_script:
+        comparable = terms
+    else:
+        comparable = tuple(t for t in terms if t.identifier or (t.script and t.script == text_script))
+        if sum(t.weight for t in comparable) < CROSS_SCRIPT_MIN_SHARE * total:
+            return None
+    weight = sum(t.weight for t in comparable)
+    found = sum(t.weight for t in comparable if t.text in normalised)
+    return Evidence(found / weight, same_script=text_script == query_script)
+
+
+def term_coverage(terms: tuple[Term, ...], text: str, *, query_script: str | None) -> float | None:
+    """The weighted share of ``terms`` found in ``text`` when both are written in one script;
+    None otherwise (a translation shares no words with its original)."""
+    evidence = lexical_evidence(terms, text, query_script=query_script)
+    return evidence.coverage if evidence is not None and evidence.same_script else None

@@ -44,12 +44,17 @@ LEXICAL_WEAK = 0.4  # most key terms absent: one level down
 
 
 def l1_level_decide(
-    *, similarity: float | None, coverage: float | None, thresholds: Thresholds
+    *,
+    similarity: float | None,
+    coverage: float | None,
+    thresholds: Thresholds,
+    can_lower: bool = True,
 ) -> RelevanceLevel | None:
     """What L1 alone says of one document: FS-2 on its similarity (>= highly_relevant:
     HIGHLY_RELEVANT; >= reference: REFERENCE; else nothing), then moved one level by lexical
     evidence when there is some (``coverage`` not None): up when most key terms of the query are
-    in the document, down when most are absent."""
+    in the document, down when most are absent, unless ``can_lower`` is False (evidence across
+    scripts, which cannot see what the query says in its own language)."""
     if similarity is None:
         return None
     if similarity >= thresholds.highly_relevant:
@@ -61,7 +66,7 @@ def l1_level_decide(
     if coverage is not None:
         if coverage >= LEXICAL_STRONG:
             rank = min(rank + 1, 2)
-        elif coverage < LEXICAL_WEAK:
+        elif coverage < LEXICAL_WEAK and can_lower:
             rank = max(rank - 1, 0)
     return (None, RelevanceLevel.REFERENCE, RelevanceLevel.HIGHLY_RELEVANT)[rank]
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from knowledge.vectorstore import VectorHit
 from retrieval.keyword_index import L0Match
-from retrieval.lexical import Term, term_coverage
+from retrieval.lexical import Term, lexical_evidence
 from retrieval.normalisation import (
     RelevanceLevel,
     l1_level_decide,
@@ -42,6 +42,8 @@ class Candidate:
     #: the weighted share of the query's terms found in the document's retrieved chunks and
     #: title (``retrieval.lexical``); None without lexical evidence
     coverage: float | None = None
+    #: the coverage compares query and document in one script (so it may lower the level too)
+    coverage_same_script: bool = True
     #: what L1 alone says of the document (FS-2 on its similarity, moved by lexical evidence)
     l1_level: RelevanceLevel | None = None
     #: the one and only L0 match (L0 matchCount == 1)
@@ -102,11 +104,15 @@ def candidates_collect(
             texts.setdefault(hit.doc_key, []).append(hit.text)
     for candidate in by_key.values():
         if terms and candidate.doc_key in texts:
-            candidate.coverage = term_coverage(
-                terms, "\n".join(texts[candidate.doc_key]), query_script=query_script
-            )
+            evidence = lexical_evidence(terms, "\n".join(texts[candidate.doc_key]), query_script=query_script)
+            if evidence is not None:
+                candidate.coverage = evidence.coverage
+                candidate.coverage_same_script = evidence.same_script
         candidate.l1_level = l1_level_decide(
-            similarity=candidate.similarity, coverage=candidate.coverage, thresholds=thresholds
+            similarity=candidate.similarity,
+            coverage=candidate.coverage,
+            thresholds=thresholds,
+            can_lower=candidate.coverage_same_script,
         )
     if l0_match_count == 1 and len(l0) == 1:
         by_key[l0[0].doc_key].precise = True

@@ -3,7 +3,7 @@ by lexical evidence, details naming the L1 and the thresholds' source; and the p
 
 import pytest
 
-from retrieval.lexical import main_script, query_terms, term_coverage
+from retrieval.lexical import lexical_evidence, main_script, query_terms, term_coverage
 from retrieval.normalisation import RelevanceLevel, l1_level_decide
 from retrieval.services import lookup_knowledge
 from retrieval.thresholds import Thresholds
@@ -31,6 +31,40 @@ def test_no_lexical_evidence_across_scripts(db):
     terms = query_terms("How long does a refund take?")
     assert main_script("how long does a refund take?") == "latin"
     assert term_coverage(terms, "退款一般三天到账，状态为 PROCESSING 时请等待", query_script="latin") is None
+
+
+def test_english_words_weigh_by_their_frequency_and_identifiers_the_most(db):
+    terms = {t.text: t for t in query_terms("Which HTTP status comes with ERR_FORBIDDEN?")}
+    assert terms["err_forbidden"].identifier and terms["err_forbidden"].weight > terms["status"].weight
+    assert terms["status"].weight > terms["comes"].weight  # "comes" is the commoner word
+    camel = {t.text: t for t in query_terms("滚动发布时 maxUnavailable 应该怎么设")}
+    assert camel["maxunavailable"].identifier
+
+
+def test_identifiers_are_evidence_across_scripts_and_can_only_raise(db):
+    """A Chinese question naming an English document's identifier: the identifier is compared."""
+    terms = query_terms("hikaricp_connections_pending 一直大于零说明什么")
+    english_doc = "HikariCP tuning: watch hikaricp_connections_pending and maximumPoolSize."
+    evidence = lexical_evidence(terms, english_doc, query_script="cjk")
+    assert evidence is not None and evidence.coverage == pytest.approx(1.0)
+    assert not evidence.same_script
+    missing = lexical_evidence(
+        terms, "HikariCP tuning: maximumPoolSize and idle timeout.", query_script="cjk"
+    )
+    assert missing is not None and missing.coverage == 0.0
+    # across scripts the evidence never lowers a level
+    assert (
+        l1_level_decide(similarity=0.5, coverage=0.0, thresholds=SEEDS, can_lower=False)
+        == RelevanceLevel.REFERENCE
+    )
+    assert l1_level_decide(similarity=0.5, coverage=0.0, thresholds=SEEDS) is None
+    # a plain English question on a Chinese text still has no evidence either way
+    assert (
+        lexical_evidence(
+            query_terms("How long does a refund take?"), "退款一般三天到账", query_script="latin"
+        )
+        is None
+    )
 
 
 @pytest.mark.parametrize(
