@@ -77,3 +77,10 @@ def test_a_distance_float_error_made_negative_is_similarity_one_not_more():
 def test_several_l0_matches_without_an_l1_level_are_reference(l0_match_count):
     level = relevance_level_decide(l0_match_count=l0_match_count, top_similarity=None, thresholds=SEEDS)
     assert level == REF
+
+
+def test_evidence_that_may_not_lower_still_raises():
+    # Evidence across scripts (can_lower False) cannot see what the query says in its own words.
+    assert l1_level_decide(similarity=0.8, coverage=0.0, thresholds=SEEDS, can_lower=False) == HIGH
+    assert l1_level_decide(similarity=0.6, coverage=0.1, thresholds=SEEDS, can_lower=False) == REF
+    assert l1_level_decide(similarity=0.6, coverage=0.9, thresholds=SEEDS, can_lower=False) == HIGH

@@ -148,6 +148,23 @@ def test_lexical_evidence_moves_a_candidate_s_level_and_so_its_rank():
     assert [c.l1_level for c in ranked] == [RelevanceLevel.HIGHLY_RELEVANT, RelevanceLevel.REFERENCE]
 
 
+def test_an_identifier_found_across_scripts_raises_a_level_and_one_missing_lowers_none():
+    # An English question naming an error code, over Chinese documents: the code is spelt the same
+    # in both, the English word is not comparable.
+    terms = (Term("err_quota", 1.0, "latin", identifier=True), Term("meaning", 1.0, "latin"))
+    hits = [
+        hit("names-it.md", MIDDLE, text="错误码 err_quota 的含义与处理"),  # 0.6, code present
+        hit("silent.md", HIGH, text="租户配额的说明和处理办法"),  # 0.9, code absent
+    ]
+    ranked = candidates_collect(
+        l0=[], hits=hits, thresholds=SEEDS, l0_match_count=0, terms=terms, query_script="latin"
+    )
+    by_key = {c.doc_key: c for c in ranked}
+    assert by_key["names-it.md"].l1_level == RelevanceLevel.HIGHLY_RELEVANT  # raised from REFERENCE
+    assert by_key["silent.md"].l1_level == RelevanceLevel.HIGHLY_RELEVANT  # not lowered
+    assert not by_key["silent.md"].coverage_same_script
+
+
 def test_lexical_evidence_reads_every_retrieved_chunk_of_a_document():
     terms = (Term("quota", 1.0), Term("limit", 1.0))
     hits = [hit("a.md", MIDDLE, chunk=0, text="the quota"), hit("a.md", 1.0, chunk=1, text="its limit")]
