@@ -362,3 +362,28 @@ def test_the_level_is_the_primary_s_lexically_moved_l1_level():
         hits=[hit("a.md", MIDDLE, text="quota limit")], terms=terms, query_script="latin"
     )  # 0.6 with every key term: one level up
     assert select(ranked).level == RelevanceLevel.HIGHLY_RELEVANT
+
+
+def test_with_query_terms_a_document_l1_gave_no_text_has_no_lexical_evidence():
+    # Hybrid search: the hits carry their text; an L0 match L1 did not find has none to judge.
+    terms = (Term("quota", 1.0), Term("limit", 1.0))
+    ranked = _ranked(
+        l0=[match("kw.md", "quota"), match("other.md", "quota")],
+        hits=[hit("other.md", MIDDLE, text="the quota limit")],
+        terms=terms,
+        query_script="latin",
+    )
+    by_key = {c.doc_key: c for c in ranked}
+    assert by_key["kw.md"].coverage is None
+    assert by_key["other.md"].coverage == pytest.approx(1.0)
+    assert keys(ranked) == ["other.md", "kw.md"]
+
+
+@pytest.mark.parametrize("configured", ["hard", " Hard ", "HARD"])
+def test_hard_dedup_as_configured_blocks(settings, configured):
+    from retrieval.pipeline import domain_dedup_mode
+
+    settings.RETRIEVAL_DOMAIN_DEDUP = configured
+    ranked = _ranked(hits=[hit("a.md", HIGH, domain="api")])
+    selection = select(ranked, held=[("api", "old.md")], domain_dedup=domain_dedup_mode())
+    assert selection.blocked_domain == "api" and selection.returned == []
