@@ -16,10 +16,12 @@ from retrieval.ranking import Candidate, Selection
 from retrieval.results import DocumentRow, message_build, result_items_build
 
 
-def _document(doc_key: str, chunks: list[str], *, title: str = "", domain: str = "api", pages=None):
-    """An ApiDocument whose content is its chunks joined, one DocumentChunk row per chunk; its
-    DocumentRow as the lookup reads it (content_len is the content's length)."""
-    content = "\n\n".join(chunks)
+def _document(
+    doc_key: str, chunks: list[str], *, title: str = "", domain: str = "api", pages=None, content=None
+):
+    """An ApiDocument whose content is its chunks joined (unless given), one DocumentChunk row per
+    chunk; its DocumentRow as the lookup reads it (content_len is the content's length)."""
+    content = "\n\n".join(chunks) if content is None else content
     document = ApiDocument.objects.create(
         doc_key=doc_key,
         title=title or doc_key.upper(),
@@ -223,6 +225,17 @@ def test_soft_dedup_points_out_only_returned_domains_the_session_searched_before
     assert "'api'" not in message and "payment" not in message
     assert "already retrieved" not in _message(selection, domains_before=["ops"], domain_dedup="off")
     assert "already retrieved" not in _message(selection, domains_before=["elsewhere"])
+
+
+@pytest.mark.parametrize("configured", ["soft", " Soft ", "SOFT"])
+def test_soft_dedup_as_configured_points_out_a_repeated_domain(settings, configured):
+    from retrieval.pipeline import domain_dedup_mode
+
+    settings.RETRIEVAL_DOMAIN_DEDUP = configured
+    message = _message(
+        _found([_candidate("a.md", "ops")]), domains_before=["ops"], domain_dedup=domain_dedup_mode()
+    )
+    assert "the domain(s) 'ops' were already retrieved" in message
 
 
 def test_not_found_says_so():
