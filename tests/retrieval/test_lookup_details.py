@@ -58,3 +58,17 @@ def test_a_keyword_in_more_documents_than_looked_at_counts_them_all(corpus, sess
     assert outcome.details["l0_match_count"] == L0_CANDIDATES + 1
     assert len(outcome.details["l0_doc_keys"]) == L0_CANDIDATES
     assert outcome.body["relevanceLevel"] == "REFERENCE"  # several matches, no L1 level
+
+
+def test_hybrid_details_list_the_query_s_terms_with_weights_to_three_places(corpus, session_id, settings):
+    from retrieval.lexical import query_terms
+
+    settings.RETRIEVAL_L1_MODE = "hybrid"
+    corpus.add(
+        "refund.md", title="退款处理指南", domain="payment", chunks=["退款申请提交后一般三到五个工作日到账。"]
+    )
+    outcome = lookup_knowledge(query="退款多久到账", session_id=session_id)
+    shown = outcome.details["query_terms"]
+    assert [text for text, _ in shown] == [t.text for t in query_terms("退款多久到账")]
+    assert shown and all(weight == round(weight, 3) for _, weight in shown)
+    assert [weight for _, weight in shown] == [round(t.weight, 3) for t in query_terms("退款多久到账")]
