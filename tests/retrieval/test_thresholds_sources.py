@@ -228,3 +228,17 @@ def test_a_missing_profile_is_warned_of_once_per_process(settings, caplog):
             assert current_thresholds().source == "default"
     warnings = [r for r in caplog.records if "has no threshold profile" in r.getMessage()]
     assert len(warnings) == 1
+
+
+@pytest.mark.django_db
+def test_explicit_thresholds_or_a_profile_log_no_warning(settings, caplog):
+    thresholds_module._warned.clear()
+    settings.RETRIEVAL_HIGHLY_RELEVANT_THRESHOLD = 0.75
+    settings.RETRIEVAL_REFERENCE_THRESHOLD = 0.5
+    with caplog.at_level(logging.WARNING, logger="retrieval.thresholds"):
+        assert current_thresholds().source == "settings"
+        settings.EMBEDDING_BACKEND = "use-multilingual"
+        settings.RETRIEVAL_HIGHLY_RELEVANT_THRESHOLD = None
+        settings.RETRIEVAL_REFERENCE_THRESHOLD = None
+        assert current_thresholds().source == f"profile:{USE}"
+    assert [r for r in caplog.records if r.name == "retrieval.thresholds"] == []
