@@ -211,6 +211,11 @@ def test_a_found_message_counts_the_supplements_and_names_a_title_less_primary_b
     assert message == 'Found 3 document(s); primary result "a.md" (domain: api), plus 2 supplement(s).'
 
 
+def test_a_found_message_with_one_supplement_counts_it():
+    message = _message(_found([_candidate("a.md"), _candidate("b.md")]))
+    assert message == 'Found 2 document(s); primary result "A.MD" (domain: api), plus 1 supplement(s).'
+
+
 def test_a_found_message_names_what_was_withheld():
     message = _message(_found([_candidate("a.md")], withheld=[_candidate("b.md"), _candidate("c.md")]))
     assert message.endswith(

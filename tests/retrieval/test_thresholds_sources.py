@@ -111,6 +111,7 @@ def test_the_edges_of_each_range_are_accepted(max_l2, highly, reference):
             "RETRIEVAL_HIGHLY_RELEVANT_THRESHOLD must be within .*got 1.01 \\(reference threshold 0.5\\)",
         ),
         (2.0, 0.49, 0.5, "RETRIEVAL_HIGHLY_RELEVANT_THRESHOLD"),
+        (2.0, 1.0, 1.5, "^RETRIEVAL_REFERENCE_THRESHOLD must be within \\[0, 1\\]; got 1.5$"),
     ],
 )
 def test_out_of_range_thresholds_are_refused_naming_the_setting(max_l2, highly, reference, named):
