@@ -117,6 +117,14 @@ def test_a_supplement_carries_its_matched_chunk_cut_at_the_limit():
     assert [i["docKey"] for i in items] == ["p.md", "s.md"]
 
 
+def test_the_first_returned_document_is_the_one_sent_whole():
+    primary = _document("p.md", ["primary text"], content="# P\nprimary text")
+    other = _document("s.md", ["a supplement far longer than the limit allows"])
+    items = _items([_l1("p.md", 0), _l1("s.md", 0)], [primary, other], max_chars=20)
+    assert items[0]["content"] == "# P\nprimary text"
+    assert items[1]["content"] == "a supplement far lon"
+
+
 def test_a_supplement_that_fits_still_carries_only_its_chunk():
     primary = _document("p.md", ["primary"])
     other = _document("s.md", ["one", "two"])
