@@ -140,6 +140,13 @@ def test_an_l0_document_shows_a_chunk_holding_a_matched_keyword():
     assert items[1]["content"] == "set ERR_QUOTA here"  # L1's chunk 1 lacks it: the first holding it
 
 
+def test_an_l0_document_shows_the_first_chunk_holding_the_keyword_not_the_next_after_l1_s():
+    primary = _document("p.md", ["primary"])
+    doc = _document("k.md", ["ERR_QUOTA early", "intro", "L1's chunk", "ERR_QUOTA late"])
+    items = _items([_l1("p.md", 0), _l0("k.md", ["err_quota"], chunk_index=2)], [primary, doc], 1000)
+    assert items[1]["content"] == "ERR_QUOTA early"
+
+
 def test_an_l0_document_shows_l1_s_chunk_when_it_holds_the_keyword():
     primary = _document("p.md", ["primary"])
     doc = _document("k.md", ["ERR_QUOTA first", "intro", "ERR_QUOTA best"])

@@ -179,6 +179,20 @@ def test_a_database_without_the_calibration_table_serves_on_the_settings(explici
     assert "threshold calibrations unreadable" in caplog.text
 
 
+@pytest.mark.django_db
+def test_without_the_calibration_module_the_settings_serve(explicit, monkeypatch, staff):
+    import sys
+
+    from observability.models import ThresholdCalibration
+
+    ThresholdCalibration.objects.create(
+        highly_relevant_threshold=0.7, reference_threshold=0.4, applied_by=staff
+    )
+    monkeypatch.setitem(sys.modules, "observability.calibration", None)  # the import fails
+    t = current_thresholds()
+    assert (_pair(t), t.source) == ((0.75, 0.5), "settings")
+
+
 # --- how long a process keeps what it read ----------------------------------------------------------
 class Clock:
     def __init__(self, now: float) -> None:
