@@ -6,7 +6,6 @@ counts them all."""
 import pytest
 
 from knowledge.vectorstore import reset_vector_store
-from retrieval.pipeline import L0_CANDIDATES
 from retrieval.services import lookup_knowledge
 from tests.conftest import free_port
 
@@ -49,14 +48,14 @@ def test_with_milvus_down_no_time_is_reported_for_embedding_or_search(corpus, se
 
 
 def test_a_keyword_in_more_documents_than_looked_at_counts_them_all(corpus, session_id):
-    # One more document than the lookup takes as L0 candidates, all naming the keyword.
-    for i in range(L0_CANDIDATES + 1):
+    # 51 documents naming the keyword: all counted, the 50 best-ranked looked at (docs/lookup.md).
+    for i in range(51):
         corpus.add(
             f"k{i:02}.md", title=f"文档 {i:02}", domain="api", keywords=["ZQ_SHARED"], chunks=[f"第 {i} 篇"]
         )
     outcome = lookup_knowledge(query="ZQ_SHARED", session_id=session_id)
-    assert outcome.details["l0_match_count"] == L0_CANDIDATES + 1
-    assert len(outcome.details["l0_doc_keys"]) == L0_CANDIDATES
+    assert outcome.details["l0_match_count"] == 51
+    assert len(outcome.details["l0_doc_keys"]) == 50
     assert outcome.body["relevanceLevel"] == "REFERENCE"  # several matches, no L1 level
 
 
