@@ -96,6 +96,30 @@ def test_the_window_takes_the_earlier_of_two_equally_near_chunks_and_fills_to_th
     assert item["content"] == ("c1" * 5 + "\n\n" + "c2" * 5)[:20]
 
 
+def test_the_window_leaves_out_a_chunk_one_character_too_long():
+    row = _document("a.md", ["x" * 11, "matched 10"])  # 10 + 11 characters: one over a limit of 20
+    (item,) = _items([_l1("a.md", 1)], [row], max_chars=20)
+    assert item["content"] == "matched 10"
+
+
+def test_a_primary_up_to_the_limit_long_is_sent_whole_as_stored_not_as_chunks():
+    # The stored document (its source Markdown) is not its chunks joined: the heading line.
+    row = _document("a.md", ["first part", "second part"], content="# Alpha\nfirst part\nsecond part")
+    (item,) = _items([_l1("a.md", 0)], [row], max_chars=row.content_len)
+    assert item["content"] == "# Alpha\nfirst part\nsecond part"
+    (item,) = _items([_l1("a.md", 0)], [row], max_chars=row.content_len + 100)
+    assert item["content"] == "# Alpha\nfirst part\nsecond part"
+
+
+def test_an_l0_document_prefers_l1_s_chunk_among_many_holding_the_keyword():
+    primary = _document("p.md", ["primary"])
+    chunks = [f"part {i}" + (" ERR_QUOTA" if i in (280, 299) else "") for i in range(300)]
+    doc = _document("k.md", chunks)
+    items = _items([_l1("p.md", 0), _l0("k.md", ["err_quota"], chunk_index=299)], [primary, doc], 1000)
+    assert items[1]["content"] == "part 299 ERR_QUOTA"
+    assert items[1]["headingPath"] == "K.MD > part 299"
+
+
 def test_the_window_skips_a_chunk_that_does_not_fit_and_takes_a_smaller_farther_one():
     row = _document("a.md", ["far small", "x" * 50, "matched chunk", "y" * 50])
     (item,) = _items([_l1("a.md", 2)], [row], max_chars=30)
