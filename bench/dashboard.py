@@ -23,6 +23,7 @@ import random
 import statistics
 import sys
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlparse
@@ -80,7 +81,10 @@ def _setup(database_url: str) -> None:
     call_command("migrate", verbosity=0)
 
 
-def _row(rng: random.Random, i: int, n: int, session: str) -> tuple:
+AGENTS = 5  # agent users; a session is one agent's (1 in 10 sessions has no agent)
+
+
+def _row(rng: random.Random, i: int, n: int, session: str, agent: int | None = None) -> tuple:
     created = END - SPAN + SPAN * (i / n) + timedelta(seconds=rng.random())
     tool = "lookup_knowledge" if rng.random() < 0.95 else "list_domains"
     r, level = rng.random(), None
@@ -130,6 +134,7 @@ def _row(rng: random.Random, i: int, n: int, session: str) -> tuple:
         created.strftime("%Y-%m-%d %H:%M:%S.%f"),
         level,
         dedup,
+        agent,
     )
 
 
@@ -149,10 +154,16 @@ def _load(rows: int, batch: int, reload: bool) -> None:
         cursor.execute("TRUNCATE TABLE tool_invocation")
         cursor.execute("SET FOREIGN_KEY_CHECKS = 1")
     rng = random.Random(20260331)
+    from django.contrib.auth import get_user_model
+
+    agent_ids = [
+        get_user_model().objects.get_or_create(username=f"bench-agent-{i}")[0].pk for i in range(AGENTS)
+    ]
+    agent = None
     sql = (
         "INSERT INTO tool_invocation (session_id, tool_name, request, result_summary, status, error, "
-        "duration_ms, retrieval_details, created_at, relevance_level, dedup_reason) "
-        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+        "duration_ms, retrieval_details, created_at, relevance_level, dedup_reason, agent_id) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
     )
     started = time.perf_counter()
     sessions = left = 0
@@ -166,7 +177,8 @@ def _load(rows: int, batch: int, reload: bool) -> None:
                 # A session is a conversation: a run of consecutive calls, mostly a few, some 20+.
                 sessions += 1
                 left = min(60, int(rng.paretovariate(1.1)))
-            values.append(_row(rng, i, rows, f"session-{sessions}"))
+                agent = None if rng.random() < 0.1 else rng.choice(agent_ids)
+            values.append(_row(rng, i, rows, f"session-{sessions}", agent))
             left -= 1
         cursor.executemany(sql, values)  # mysqlclient turns this into one multi-row INSERT
         raw.commit()
@@ -319,6 +331,9 @@ def main() -> None:
 
     print("\ndashboard page (selectors.dashboard_data: every chart of the page)")
     week = InvocationFilter(start=END - timedelta(days=7), end=END)
+    from django.contrib.auth import get_user_model
+
+    month_agent = replace(month, agent=get_user_model().objects.get(username="bench-agent-0").pk)
     now = END + timedelta(hours=6)  # the synthetic month ended six hours ago
     from unittest import mock
 
@@ -347,6 +362,7 @@ def main() -> None:
             ),
             ("30 days, daily rollups", lambda: selectors.dashboard_data(filters=month)),
             ("30 days + domain, daily rollups", lambda: selectors.dashboard_data(filters=month_domain)),
+            ("30 days + one agent, daily rollups", lambda: selectors.dashboard_data(filters=month_agent)),
             ("7 days, daily rollups", lambda: selectors.dashboard_data(filters=week)),
             ("last day (per hour, tool_invocation)", lambda: selectors.dashboard_data(filters=day)),
         ]

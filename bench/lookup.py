@@ -8,7 +8,8 @@ document, real embeddings), then for the same queries, in the same run, measures
 - raw dense: embed the query + ``VectorStore.search`` (top_k 20) from this process, through the
   same milvus-lite server: what a lookup paid before hybrid search;
 - raw hybrid: embed the query + ``VectorStore.hybrid_search`` (dense + BM25 on the chunk text,
-  top_k 20, the configured ranker): the floor the hybrid lookup pays;
+  top_k 20, the configured ranker; BM25 on the query's terms, ``bm25_query_text``, as the lookup
+  sends it): the floor the hybrid lookup pays;
 - endpoint, first: ``POST /api/tools/lookup_knowledge`` with a query the server has not seen
   (fresh session each time, so every answer is a full result), recorded in tool_invocation;
 - endpoint, repeated: the same queries again (query vectors and L1 hits cached);
@@ -347,13 +348,15 @@ def run_size(n_chunks: int, args: argparse.Namespace) -> dict:
 
         from django.conf import settings as django_settings
 
+        from retrieval.lexical import bm25_query_text
+
         def raw_hybrid(query: str) -> tuple[float, float]:
             t0 = time.perf_counter()
             vector = embedder.encode_one(query)
             t1 = time.perf_counter()
             store.hybrid_search(
                 vector.tolist(),
-                query,
+                bm25_query_text(query),  # what the lookup's BM25 request searches
                 top_k=20,
                 ranker=django_settings.RETRIEVAL_HYBRID_RANKER,
                 rrf_k=django_settings.RETRIEVAL_RRF_K,

@@ -11,38 +11,42 @@ from django.utils.translation import gettext_lazy as _
 class KnowledgeDomain(models.Model):
     """One knowledge domain (the seeds' document "category"), with its planner guidance (V009)."""
 
-    domain_id = models.CharField(max_length=64, unique=True)
+    domain_id = models.CharField(max_length=64, unique=True, verbose_name=_("domain id"))
     # NULL-able as in the V009 DDL: rows written by the original service may hold NULL.
-    description = models.CharField(max_length=256, null=True, blank=True)  # noqa: DJ001
-    when_to_retrieve = models.TextField(null=True, blank=True)  # noqa: DJ001
-    document_count = models.IntegerField(default=0)
-    updated_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(null=True, blank=True)
+    description = models.CharField(_("description"), max_length=256, null=True, blank=True)  # noqa: DJ001
+    when_to_retrieve = models.TextField(_("when to retrieve"), null=True, blank=True)  # noqa: DJ001
+    document_count = models.IntegerField(default=0, verbose_name=_("document count"))
+    updated_at = models.DateTimeField(null=True, blank=True, verbose_name=_("updated at"))
+    created_at = models.DateTimeField(null=True, blank=True, verbose_name=_("created at"))
 
     # --- Regeneration bookkeeping (agentkb additions; the V009 columns above stay as they are) ---
     class SummarySource(models.TextChoices):
-        LLM = "llm", "LLM"
-        EXTRACTIVE = "extractive", "Extractive"
-        MANUAL = "manual", "Manual"
+        LLM = "llm", _("LLM")
+        EXTRACTIVE = "extractive", _("Extractive")
+        MANUAL = "manual", _("Manual")
 
     class SummaryState(models.TextChoices):
-        PENDING = "pending", "Pending"
-        RUNNING = "running", "Running"
-        OK = "ok", "OK"
-        FAILED = "failed", "Failed"
+        PENDING = "pending", _("Pending")
+        RUNNING = "running", _("Running")
+        OK = "ok", _("OK")
+        FAILED = "failed", _("Failed")
 
     # Who wrote when_to_retrieve. "manual" (staff) is never overwritten by a regeneration.
-    summary_source = models.CharField(max_length=16, choices=SummarySource.choices, blank=True, default="")
-    summary_state = models.CharField(max_length=16, choices=SummaryState.choices, blank=True, default="")
-    last_regenerated_at = models.DateTimeField(null=True, blank=True)
-    last_error = models.TextField(blank=True, default="")
+    summary_source = models.CharField(
+        max_length=16, choices=SummarySource.choices, blank=True, default="", verbose_name=_("summary source")
+    )
+    summary_state = models.CharField(
+        max_length=16, choices=SummaryState.choices, blank=True, default="", verbose_name=_("summary state")
+    )
+    last_regenerated_at = models.DateTimeField(null=True, blank=True, verbose_name=_("last regenerated at"))
+    last_error = models.TextField(blank=True, default="", verbose_name=_("last error"))
     # Debounce: every change bumps change_seq; a queued regeneration carries the seq it was queued
     # for and runs only if no newer change arrived (the newer one's task will run instead).
-    change_seq = models.BigIntegerField(default=0)
-    dirty_since = models.DateTimeField(null=True, blank=True)
+    change_seq = models.BigIntegerField(default=0, verbose_name=_("change sequence"))
+    dirty_since = models.DateTimeField(null=True, blank=True, verbose_name=_("changed since"))
     # Lease that keeps two regenerations of one domain from interleaving when there is no Redis.
-    lock_token = models.CharField(max_length=32, blank=True, default="")
-    locked_until = models.DateTimeField(null=True, blank=True)
+    lock_token = models.CharField(max_length=32, blank=True, default="", verbose_name=_("lock token"))
+    locked_until = models.DateTimeField(null=True, blank=True, verbose_name=_("locked until"))
 
     class Meta:
         db_table = "knowledge_domain"
@@ -67,25 +71,27 @@ class ApiDocument(models.Model):
     """One uploaded document. ``doc_key`` is the seeds' filePath: stable and unique."""
 
     class Status(models.TextChoices):
-        PENDING = "PENDING", "Pending"
-        INDEXING = "INDEXING", "Indexing"
-        INDEXED = "INDEXED", "Indexed"
-        FAILED = "FAILED", "Failed"
+        PENDING = "PENDING", _("Pending")
+        INDEXING = "INDEXING", _("Indexing")
+        INDEXED = "INDEXED", _("Indexed")
+        FAILED = "FAILED", _("Failed")
 
-    doc_key = models.CharField(max_length=255, unique=True, db_column="file_path")
-    title = models.CharField(max_length=255)
-    domain = models.CharField(max_length=64, db_column="category", db_index=True)
-    content = models.TextField()
-    content_hash = models.CharField(max_length=64, db_index=True)
-    metadata = models.JSONField(default=dict, blank=True)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
-    error = models.TextField(blank=True, default="")
-    chunk_count = models.IntegerField(default=0)
+    doc_key = models.CharField(max_length=255, unique=True, db_column="file_path", verbose_name=_("doc key"))
+    title = models.CharField(max_length=255, verbose_name=_("title"))
+    domain = models.CharField(max_length=64, db_column="category", db_index=True, verbose_name=_("domain"))
+    content = models.TextField(verbose_name=_("content"))
+    content_hash = models.CharField(max_length=64, db_index=True, verbose_name=_("content hash"))
+    metadata = models.JSONField(default=dict, blank=True, verbose_name=_("metadata"))
+    status = models.CharField(
+        max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True, verbose_name=_("status")
+    )
+    error = models.TextField(blank=True, default="", verbose_name=_("error"))
+    chunk_count = models.IntegerField(default=0, verbose_name=_("chunk count"))
     # Set when a version of the document first reached INDEXED and kept through re-indexing:
     # "has an indexed version", what makes a document searchable (knowledge.selectors).
-    indexed_at = models.DateTimeField(null=True, blank=True, db_index=True)
-    created_at = models.DateTimeField(default=timezone.now)
-    updated_at = models.DateTimeField(auto_now=True)
+    indexed_at = models.DateTimeField(null=True, blank=True, db_index=True, verbose_name=_("indexed at"))
+    created_at = models.DateTimeField(default=timezone.now, verbose_name=_("created at"))
+    updated_at = models.DateTimeField(auto_now=True, verbose_name=_("updated at"))
 
     class Meta:
         db_table = "api_document"
@@ -100,16 +106,20 @@ class ApiDocument(models.Model):
 class DocumentChunk(models.Model):
     """One searchable piece of a document. Its vector lives in Milvus under ``chunk_id``."""
 
-    document = models.ForeignKey(ApiDocument, on_delete=models.CASCADE, related_name="chunks")
-    chunk_index = models.IntegerField()
-    heading_path = models.CharField(max_length=1024, blank=True, default="")
-    content = models.TextField()
+    document = models.ForeignKey(
+        ApiDocument, on_delete=models.CASCADE, related_name="chunks", verbose_name=_("document")
+    )
+    chunk_index = models.IntegerField(verbose_name=_("chunk index"))
+    heading_path = models.CharField(max_length=1024, blank=True, default="", verbose_name=_("heading path"))
+    content = models.TextField(verbose_name=_("content"))
     #: the pages (PDF) or slides (PPTX) the chunk comes from: "3" or "3-4"; empty otherwise
-    pages = models.CharField(max_length=32, blank=True, default="")
+    pages = models.CharField(max_length=32, blank=True, default="", verbose_name=_("pages"))
 
     class Meta:
         db_table = "document_chunk"
         ordering = ["document_id", "chunk_index"]
+        verbose_name = _("document chunk")
+        verbose_name_plural = _("document chunks")
         constraints = [
             models.UniqueConstraint(fields=["document", "chunk_index"], name="uniq_chunk_per_document"),
         ]
@@ -126,13 +136,17 @@ class DocumentOriginal(models.Model):
     """The file as uploaded (staff can download it); the document's ``content`` is its Markdown."""
 
     document = models.OneToOneField(
-        ApiDocument, on_delete=models.CASCADE, primary_key=True, related_name="original"
+        ApiDocument,
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="original",
+        verbose_name=_("document"),
     )
-    file_name = models.CharField(max_length=255)
-    data = models.BinaryField()
-    size = models.IntegerField()
-    sha256 = models.CharField(max_length=64)
-    uploaded_at = models.DateTimeField(default=timezone.now)
+    file_name = models.CharField(max_length=255, verbose_name=_("file name"))
+    data = models.BinaryField(verbose_name=_("data"))
+    size = models.IntegerField(verbose_name=_("size"))
+    sha256 = models.CharField(max_length=64, verbose_name=_("SHA-256"))
+    uploaded_at = models.DateTimeField(default=timezone.now, verbose_name=_("uploaded at"))
 
     class Meta:
         db_table = "document_original"

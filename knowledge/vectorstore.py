@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,17 @@ def _connection_lost(exc: Exception) -> bool:
 def _quote(value: str) -> str:
     """A Milvus boolean-expression string literal."""
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def domain_filter(domain: str | Iterable[str] | None) -> str:
+    """The Milvus filter for one domain, a set of domains (an agent's scope), or none ("")."""
+    if domain is None:
+        return ""
+    if isinstance(domain, str):
+        return f"domain == {_quote(domain)}" if domain else ""
+    names = sorted(domain)
+    # An empty scope is "no domain": the filter matches nothing rather than everything.
+    return f"domain in [{', '.join(_quote(name) for name in names)}]" if names else 'domain == ""'
 
 
 class VectorStore:
@@ -370,8 +382,10 @@ class VectorStore:
         rows = self._call("query", self.collection, filter=expr, output_fields=["count(*)"])
         return int(rows[0]["count(*)"]) if rows else 0
 
-    def search(self, vector: list[float], *, top_k: int, domain: str | None = None) -> list[VectorHit]:
-        """Nearest chunks by squared L2 distance, closest first."""
+    def search(
+        self, vector: list[float], *, top_k: int, domain: str | Iterable[str] | None = None
+    ) -> list[VectorHit]:
+        """Nearest chunks by squared L2 distance, closest first (of ``domain``: one, or a set)."""
         self._ensure_loaded()
         kwargs: dict[str, Any] = {
             "data": [[float(x) for x in vector]],
@@ -379,8 +393,8 @@ class VectorStore:
             "output_fields": ["doc_key", "domain", "chunk_index"],
             "search_params": {"metric_type": "L2"},
         }
-        if domain:
-            kwargs["filter"] = f"domain == {_quote(domain)}"
+        if expr := domain_filter(domain):
+            kwargs["filter"] = expr
         result = self._call("search", self.collection, **kwargs)
         hits = []
         for hit in result[0] if result else []:
@@ -402,7 +416,7 @@ class VectorStore:
         text: str,
         *,
         top_k: int,
-        domain: str | None = None,
+        domain: str | Iterable[str] | None = None,
         ranker: str = "rrf",
         rrf_k: int = 60,
         dense_weight: float = 0.5,
@@ -417,7 +431,7 @@ class VectorStore:
             raise ValueError(f"ranker must be one of {', '.join(RANKERS)}; got {ranker!r}")
         self._ensure_loaded()
         query = [float(x) for x in vector]
-        expr = f"domain == {_quote(domain)}" if domain else ""
+        expr = domain_filter(domain)
         requests = [
             AnnSearchRequest(
                 data=[query], anns_field="vector", param={"metric_type": "L2"}, limit=top_k, expr=expr

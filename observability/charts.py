@@ -197,6 +197,35 @@ def over_time_figure(
     }
 
 
+def latency_over_time_figure(*, over_time: dict, title: str) -> dict:
+    """p50 and p95 of duration_ms per hour or day, as lines; a bucket without calls is a gap."""
+    data = [
+        {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "name": name,
+            "x": over_time["x"],
+            "y": over_time[key],
+            "connectgaps": False,
+            "line": {"color": colour},
+            "customdata": over_time["calls"],
+            "hovertemplate": f"{name}<br>%{{x}}: %{{y}} ms (%{{customdata}} calls)<extra></extra>",
+        }
+        for key, name, colour in (("p50", "p50", "#2f81f7"), ("p95", "p95", "#cf222e"))
+    ]
+    return {
+        "data": data,
+        "layout": _layout(
+            title,
+            xaxis={"type": "category", "tickangle": -45, "nticks": 12, "automargin": True},
+            yaxis={"title": {"text": "ms"}, "rangemode": "tozero"},
+            legend={"traceorder": "normal", "font": {"size": 11}},
+            margin={"l": 50, "r": 10, "t": 50, "b": 60},
+            height=380,
+        ),
+    }
+
+
 def sessions_figure(*, sessions: dict, title: str) -> dict:
     """Sessions by how many calls they made (the seeds' symptom: 20+ per conversation)."""
     return {
@@ -352,4 +381,9 @@ def dashboard_figures(*, data: dict, filters: metrics.InvocationFilter, threshol
             link=bucket_link("dedup"),
         ),
         "chart-sessions": sessions_figure(sessions=data["sessions"], title=gettext("Calls per session")),
+        "chart-latency-time": latency_over_time_figure(
+            over_time=data["latency_over_time"],
+            title=gettext("Latency p50 / p95 per %(bucket)s")
+            % {"bucket": BUCKETS.get(filters.bucket, filters.bucket)},
+        ),
     }

@@ -9,7 +9,9 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from knowledge.models import KnowledgeDomain
-from observability.selectors import LOOKUP_TOOL, InvocationFilter, tool_names
+from observability.display import display_text
+from observability.rollups import NO_AGENT
+from observability.selectors import LOOKUP_TOOL, InvocationFilter, agents_with_calls, tool_names
 
 RANGES = {
     "1h": (_("Last hour"), timedelta(hours=1)),
@@ -20,6 +22,13 @@ RANGES = {
 }
 ALL_TOOLS = "__all__"
 MAX_CUSTOM_RANGE = timedelta(days=366)
+# An agent's name as a filter choice: clipped, so a hostile name cannot widen the toolbar.
+AGENT_CHOICE_CHARS = 30
+
+
+def agent_label(name: str) -> str:
+    text = display_text(name)
+    return text if len(text) <= AGENT_CHOICE_CHARS else text[: AGENT_CHOICE_CHARS - 1] + "…"
 
 
 class DashboardFilterForm(forms.Form):
@@ -38,6 +47,7 @@ class DashboardFilterForm(forms.Form):
     )
     tool = forms.ChoiceField(label=_("Tool"), required=False, initial=LOOKUP_TOOL)
     domain = forms.ChoiceField(label=_("Domain"), required=False)
+    agent = forms.TypedChoiceField(label=_("Agent"), required=False, coerce=int, empty_value=None)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -45,6 +55,11 @@ class DashboardFilterForm(forms.Form):
         self.fields["tool"].choices = [(t, t) for t in tools] + [(ALL_TOOLS, _("all tools"))]
         domains = KnowledgeDomain.objects.order_by("domain_id").values_list("domain_id", flat=True)
         self.fields["domain"].choices = [("", _("all domains"))] + [(d, d) for d in domains]
+        self.fields["agent"].choices = (
+            [("", _("all agents"))]
+            + [(str(pk), agent_label(name)) for pk, name in agents_with_calls()]
+            + [(str(NO_AGENT), _("no agent (command line, stdio MCP)"))]
+        )
 
     def clean(self):
         cleaned = super().clean()
@@ -75,6 +90,7 @@ class DashboardFilterForm(forms.Form):
             end=self.cleaned_data["end"],
             tool_name=None if tool == ALL_TOOLS else tool,
             domain=self.cleaned_data.get("domain") or None,
+            agent=self.cleaned_data.get("agent"),
         )
 
 

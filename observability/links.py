@@ -8,6 +8,8 @@ from urllib.parse import urlencode
 from django.urls import reverse
 from django.utils import timezone
 
+from observability.rollups import NO_AGENT
+
 CHANGELIST = "admin:observability_toolinvocation_changelist"
 
 
@@ -21,11 +23,21 @@ def iso(moment: datetime) -> str:
     return timezone.localtime(moment).isoformat(timespec="seconds")
 
 
+def agent_params(agent: int | None) -> dict:
+    """The list's agent filter: one agent's id, or calls without one (NO_AGENT)."""
+    if agent is None:
+        return {}
+    if agent == NO_AGENT:
+        return {"agent__isnull": "True"}
+    return {"agent__id__exact": agent}
+
+
 def scope(filters) -> dict:
-    """The list parameters that reproduce a dashboard's time range, tool and domain."""
+    """The list parameters that reproduce a dashboard's time range, tool, domain and agent."""
     return {
         "from": iso(filters.start),
         "to": iso(filters.end),
         "tool_name": filters.tool_name,
         "domain": filters.domain,
+        **agent_params(getattr(filters, "agent", None)),
     }

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 
 from observability.models import ToolInvocation
-from observability.rollups import SIMILARITY_BINS
+from observability.rollups import NO_AGENT, SIMILARITY_BINS
 
 LOOKUP_TOOL = "lookup_knowledge"
 DIFY_TOOL = "dify_retrieval"
@@ -43,13 +43,15 @@ SESSION_LOOKUPS_CAP = 10
 
 @dataclass(frozen=True)
 class InvocationFilter:
-    """Calls in [start, end), optionally of one tool and one domain (the dashboard), and of one
-    level / dedup reason / status (the invocation list's filters; "none" = not found / none)."""
+    """Calls in [start, end), optionally of one tool, one domain and one agent (the dashboard;
+    ``agent`` is a user id, or NO_AGENT for calls without one), and of one level / dedup reason /
+    status (the invocation list's filters; "none" = not found / none)."""
 
     start: datetime
     end: datetime
     tool_name: str | None = LOOKUP_TOOL
     domain: str | None = None
+    agent: int | None = None
     level: str | None = None
     dedup: str | None = None
     status: str | None = None
@@ -67,12 +69,18 @@ class Facts:
     durations: Counter = field(default_factory=Counter)  # duration_ms -> calls
     not_found: Counter = field(default_factory=Counter)  # query -> calls
     sessions: Counter = field(default_factory=Counter)  # calls in the session -> sessions
+    # (agent id or None, relevance_level, dedup_reason, status) -> calls: the per-agent breakdown
+    agents: Counter = field(default_factory=Counter)
+    # (bucket start, duration_ms) -> calls: latency over time
+    durations_over_time: Counter = field(default_factory=Counter)
 
     def add(self, other: Facts) -> Facts:
         self.levels.update(other.levels)
         self.durations.update(other.durations)
         self.not_found.update(other.not_found)
         self.sessions.update(other.sessions)
+        self.agents.update(other.agents)
+        self.durations_over_time.update(other.durations_over_time)
         return self
 
 
@@ -231,3 +239,67 @@ def sessions_from_facts(facts: Facts) -> dict:
         "max": per_count[-1][0] if per_count else None,
         "histogram": {"labels": labels, "sessions": histogram},
     }
+
+
+def _bucket_labels(filters: InvocationFilter) -> tuple[list[datetime], list[str]]:
+    starts = _bucket_starts(filters)
+    fmt = "%Y-%m-%d %H:%M" if filters.bucket == "hour" else "%Y-%m-%d"
+    return starts, [s.strftime(fmt) for s in starts]
+
+
+def latency_over_time_from_facts(facts: Facts, *, filters: InvocationFilter) -> dict:
+    """p50 and p95 of duration_ms (nearest rank) per hour or day: ``{"bucket", "x", "p50",
+    "p95", "calls"}``, None where a bucket had no calls (no line is drawn through it)."""
+    starts, x = _bucket_labels(filters)
+    position = {s: i for i, s in enumerate(starts)}
+    per_bucket: list[Counter] = [Counter() for _ in starts]
+    for (t, ms), n in facts.durations_over_time.items():
+        i = position.get(t)
+        if i is not None and n:
+            per_bucket[i][ms] += n
+    p50, p95, calls = [], [], []
+    for counts in per_bucket:
+        per_value = sorted(counts.items())
+        total = sum(counts.values())
+        p50.append(_percentile(per_value, total, 50))
+        p95.append(_percentile(per_value, total, 95))
+        calls.append(total)
+    return {"bucket": filters.bucket, "x": x, "p50": p50, "p95": p95, "calls": calls}
+
+
+def agents_from_facts(facts: Facts) -> list[dict]:
+    """Per agent (id; NO_AGENT for calls without one): calls, errors, lookups by level, the
+    not-found rate (of lookups that ran), dedup reasons, Dify calls. Most calls first."""
+    level_labels = dict(RELEVANCE_LEVELS)
+    dedup_labels = dict(DEDUP_REASONS)
+    rows: dict[int, dict] = {}
+    for (agent, level, dedup, status), n in facts.agents.items():
+        key = NO_AGENT if agent is None else agent
+        row = rows.setdefault(
+            key,
+            {
+                "agent": key,
+                "calls": 0,
+                "errors": 0,
+                "answered": 0,
+                "dify": 0,
+                "levels": {label: 0 for _, label in RELEVANCE_LEVELS},
+                "dedup": {label: 0 for _, label in DEDUP_REASONS},
+            },
+        )
+        row["calls"] += n
+        if status == ToolInvocation.Status.ERROR:
+            row["errors"] += n
+        elif level == DIFY:
+            row["dify"] += n
+        else:
+            row["answered"] += n
+            label = level_labels.get(level, str(level))
+            row["levels"][label] = row["levels"].get(label, 0) + n
+            dedup_label = dedup_labels.get(dedup, str(dedup))
+            row["dedup"][dedup_label] = row["dedup"].get(dedup_label, 0) + n
+    for row in rows.values():
+        not_found = row["levels"][level_labels[None]]
+        row["not_found"] = not_found
+        row["not_found_rate"] = round(100.0 * not_found / row["answered"], 1) if row["answered"] else None
+    return sorted(rows.values(), key=lambda r: (-r["calls"], r["agent"]))

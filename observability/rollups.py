@@ -11,8 +11,9 @@ missing (it reads the day raw meanwhile and queues the build: page views never w
 not change; rows imported or deleted afterwards need ``rollup_invocations --rebuild``. Days are
 those of TIME_ZONE; a rollup built under another time zone is rebuilt.
 
-One known difference from counting raw rows: "calls per session" counts a session's calls per
-day, so a session that spans midnight counts once on each day.
+Every row keeps the calls' agent, so the dashboard filters and breaks down by agent from the
+rollups too. One known difference from counting raw rows: "calls per session" counts a
+session's calls per day, so a session that spans midnight counts once on each day.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import logging
 from datetime import date, datetime, time, timedelta
 
 from django.db import IntegrityError, connections, transaction
-from django.db.models import Count, F, QuerySet
+from django.db.models import Count, F, Q, QuerySet
 from django.db.models.functions import Floor
 from django.utils import timezone
 
@@ -32,6 +33,8 @@ from observability.models import InvocationDailyRollup, InvocationRollupDay, Too
 logger = logging.getLogger(__name__)
 
 SIMILARITY_BINS = 20
+# The agent filter's value for calls without an agent (user ids start at 1).
+NO_AGENT = 0
 # A day is rolled up only this long after it ended: calls still being recorded at midnight
 # (a transaction open across it) land first.
 GRACE = timedelta(minutes=5)
@@ -63,11 +66,12 @@ def rollup_plan(*, start: datetime, end: datetime, bucket: str, now: datetime | 
 
 
 def _session_rows(qs: QuerySet, day: date, by_tool: bool, by_domain: bool) -> list[InvocationDailyRollup]:
-    dims = [d for d, used in (("tool_name", by_tool), ("primary_domain", by_domain)) if used]
+    # A session is the agent's own (its id is scoped by agent): always grouped by agent.
+    dims = [d for d, used in (("tool_name", by_tool), ("primary_domain", by_domain)) if used] + ["agent_id"]
     inner = qs.values(*dims, "session_id").annotate(n=Count("*")).values(*dims, "n").order_by()
     sql, params = inner.query.sql_with_params()
     outer_dims = ", ".join(f"t.{d}" for d in dims)
-    group = f"{outer_dims}, t.n" if dims else "t.n"
+    group = f"{outer_dims}, t.n"
     with connections[qs.db].cursor() as cursor:
         cursor.execute(f"SELECT {group}, COUNT(*) FROM ({sql}) t GROUP BY {group}", params)
         fetched = cursor.fetchall()
@@ -80,6 +84,7 @@ def _session_rows(qs: QuerySet, day: date, by_tool: bool, by_domain: bool) -> li
                 kind=Kind.SESSIONS,
                 tool_name=named["tool_name"] if by_tool else InvocationDailyRollup.ALL,
                 primary_domain=named["primary_domain"] if by_domain else InvocationDailyRollup.ALL,
+                agent_id=named["agent_id"],
                 value=int(named["n"]),
                 calls=int(named["sessions"]),
             )
@@ -104,7 +109,7 @@ def invocation_rollup_build(*, day: date) -> int:
     rows: list[InvocationDailyRollup] = []
     level_rows = (
         qs.annotate(bin=Floor(F("l1_top_similarity") * SIMILARITY_BINS))
-        .values("tool_name", "primary_domain", "status", "relevance_level", "dedup_reason", "bin")
+        .values("tool_name", "primary_domain", "agent_id", "status", "relevance_level", "dedup_reason", "bin")
         .annotate(n=Count("*"))
     )
     total = 0
@@ -116,6 +121,7 @@ def invocation_rollup_build(*, day: date) -> int:
                 kind=Kind.LEVEL,
                 tool_name=r["tool_name"],
                 primary_domain=r["primary_domain"],
+                agent_id=r["agent_id"],
                 status=r["status"],
                 relevance_level=r["relevance_level"],
                 dedup_reason=r["dedup_reason"],
@@ -123,13 +129,14 @@ def invocation_rollup_build(*, day: date) -> int:
                 calls=r["n"],
             )
         )
-    for r in qs.values("tool_name", "primary_domain", "duration_ms").annotate(n=Count("*")):
+    for r in qs.values("tool_name", "primary_domain", "agent_id", "duration_ms").annotate(n=Count("*")):
         rows.append(
             InvocationDailyRollup(
                 day=day,
                 kind=Kind.LATENCY,
                 tool_name=r["tool_name"],
                 primary_domain=r["primary_domain"],
+                agent_id=r["agent_id"],
                 value=r["duration_ms"],
                 calls=r["n"],
             )
@@ -138,7 +145,7 @@ def invocation_rollup_build(*, day: date) -> int:
         qs.exclude(status=ToolInvocation.Status.ERROR)
         .filter(relevance_level__isnull=True)
         .annotate(q=JSONValueText("request", "$.query"))
-        .values("tool_name", "primary_domain", "q")
+        .values("tool_name", "primary_domain", "agent_id", "q")
         .annotate(n=Count("*"))
     )
     for r in not_found:
@@ -148,6 +155,7 @@ def invocation_rollup_build(*, day: date) -> int:
                 kind=Kind.NOT_FOUND,
                 tool_name=r["tool_name"],
                 primary_domain=r["primary_domain"],
+                agent_id=r["agent_id"],
                 query=json_value_text(r["q"]),
                 calls=r["n"],
             )
@@ -211,11 +219,24 @@ def day_ranges(days: list[date]) -> list[tuple[datetime, datetime]]:
     return ranges
 
 
-def rollup_rows(*, kind: str, days: list[date], tool_name: str | None, domain: str | None) -> QuerySet:
-    """Rollup rows of ``kind`` for ``days``, one tool / domain or all of them."""
-    qs = InvocationDailyRollup.objects.filter(kind=kind, day__in=days).order_by()
+def agent_q(agent: int | None) -> Q:
+    """The agent filter (tool_invocation and rollup rows alike): one agent's id, NO_AGENT for
+    calls without one, None for every call."""
+    if agent is None:
+        return Q()
+    if agent == NO_AGENT:
+        return Q(agent__isnull=True)
+    return Q(agent_id=agent)
+
+
+def rollup_rows(
+    *, kind: str, days: list[date], tool_name: str | None, domain: str | None, agent: int | None = None
+) -> QuerySet:
+    """Rollup rows of ``kind`` for ``days``, one tool / domain / agent or all of them."""
+    qs = InvocationDailyRollup.objects.filter(agent_q(agent), kind=kind, day__in=days).order_by()
     if kind == Kind.SESSIONS:
         # Sessions do not add up across tools or domains: read the rows made for the filter.
+        # They do across agents (each session is one agent's).
         return qs.filter(
             tool_name=tool_name or InvocationDailyRollup.ALL,
             primary_domain=domain or InvocationDailyRollup.ALL,

@@ -18,6 +18,7 @@ from collections import Counter
 from dataclasses import replace
 from datetime import date, datetime
 
+from django.contrib.auth import get_user_model
 from django.db import connections
 from django.db.models import Case, Count, F, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import Floor, TruncDay, TruncHour
@@ -35,8 +36,10 @@ from observability.metrics import (  # noqa: F401 - re-exported: the pages and t
     SESSION_LOOKUPS_CAP,
     Facts,
     InvocationFilter,
+    agents_from_facts,
     dedup_from_facts,
     latency_from_facts,
+    latency_over_time_from_facts,
     not_found_from_facts,
     over_time_from_facts,
     relevance_from_facts,
@@ -49,7 +52,9 @@ from observability.rollups import SIMILARITY_BINS
 
 
 def invocations_filtered(*, filters: InvocationFilter) -> QuerySet[ToolInvocation]:
-    qs = ToolInvocation.objects.filter(created_at__gte=filters.start, created_at__lt=filters.end)
+    qs = ToolInvocation.objects.filter(
+        rollups.agent_q(filters.agent), created_at__gte=filters.start, created_at__lt=filters.end
+    )
     if filters.tool_name:
         qs = qs.filter(tool_name=filters.tool_name)
     return _narrowed(qs, filters).order_by()  # no ORDER BY: it would defeat the GROUP BY plans
@@ -92,6 +97,7 @@ def _trunc(bucket: str | None):
 
 
 def _level_facts(qs: QuerySet[ToolInvocation], *, bucket: str | None = None) -> Counter:
+    """Calls by (bucket, level, dedup reason, status, similarity bin)."""
     qs = qs.annotate(bin=Floor(F("l1_top_similarity") * SIMILARITY_BINS))
     dims = ["relevance_level", "dedup_reason", "status", "bin"]
     counts: Counter = Counter()
@@ -111,10 +117,32 @@ def _level_facts(qs: QuerySet[ToolInvocation], *, bucket: str | None = None) -> 
     return counts
 
 
-def _duration_facts(qs: QuerySet[ToolInvocation]) -> Counter:
-    return Counter(
-        {r["duration_ms"]: r["n"] for r in qs.values("duration_ms").annotate(n=Count("*")).order_by()}
-    )
+def _agent_facts(qs: QuerySet[ToolInvocation]) -> Counter:
+    """Calls by (agent, level, dedup reason, status): a GROUP BY of its own, without the time
+    and similarity dimensions, so the agent does not multiply the level facts' groups."""
+    qs = qs.annotate(level=Case(When(tool_name=DIFY_TOOL, then=Value(DIFY)), default=F("relevance_level")))
+    counts: Counter = Counter()
+    for row in qs.values("agent_id", "level", "dedup_reason", "status").annotate(n=Count("*")).order_by():
+        counts[(row["agent_id"], row["level"], row["dedup_reason"], row["status"])] += row["n"]
+    return counts
+
+
+def _duration_facts(qs: QuerySet[ToolInvocation], *, bucket: str | None = None) -> tuple[Counter, Counter]:
+    """Calls by duration_ms, and by (bucket start, duration_ms) when ``bucket`` is given."""
+    durations: Counter = Counter()
+    over_time: Counter = Counter()
+    dims = ["duration_ms"]
+    if bucket is not None:
+        qs = qs.annotate(t=_trunc(bucket))
+        dims = ["t", *dims]
+    for row in qs.values(*dims).annotate(n=Count("*")).order_by():
+        durations[row["duration_ms"]] += row["n"]
+        t = row.get("t")
+        if t is not None:
+            if timezone.is_aware(t):
+                t = timezone.localtime(t)
+            over_time[(t, row["duration_ms"])] += row["n"]
+    return durations, over_time
 
 
 def _not_found_facts(qs: QuerySet[ToolInvocation]) -> Counter:
@@ -134,7 +162,8 @@ def _not_found_facts(qs: QuerySet[ToolInvocation]) -> Counter:
 
 
 def _session_facts(qs: QuerySet[ToolInvocation]) -> Counter:
-    inner = qs.values("session_id").annotate(n=Count("*")).values("n").order_by()
+    # A session is its agent's own: two agents' "conv-42" are two sessions.
+    inner = qs.values("agent_id", "session_id").annotate(n=Count("*")).values("n").order_by()
     sql, params = inner.query.sql_with_params()
     with connections[qs.db].cursor() as cursor:
         cursor.execute(f"SELECT t.n, COUNT(*) FROM ({sql}) t GROUP BY t.n", params)
@@ -142,32 +171,43 @@ def _session_facts(qs: QuerySet[ToolInvocation]) -> Counter:
 
 
 def _raw_facts(qs: QuerySet[ToolInvocation], *, bucket: str | None) -> Facts:
+    durations, durations_over_time = _duration_facts(qs, bucket=bucket)
     return Facts(
         levels=_level_facts(qs, bucket=bucket),
-        durations=_duration_facts(qs),
+        durations=durations,
         not_found=_not_found_facts(qs),
         sessions=_session_facts(qs),
+        agents=_agent_facts(qs),
+        durations_over_time=durations_over_time,
     )
 
 
 def _rollup_facts(*, days: list[date], filters: InvocationFilter, levels_only: bool = False) -> Facts:
     def rows(kind: str) -> QuerySet:
-        return rollups.rollup_rows(kind=kind, days=days, tool_name=filters.tool_name, domain=filters.domain)
+        return rollups.rollup_rows(
+            kind=kind, days=days, tool_name=filters.tool_name, domain=filters.domain, agent=filters.agent
+        )
 
     facts = Facts()
     Kind = InvocationDailyRollup.Kind
-    for r in (
-        _narrowed(rows(Kind.LEVEL), replace(filters, domain=None))
-        .values("day", "tool_name", "relevance_level", "dedup_reason", "status", "similarity_bin")
-        .annotate(n=Sum("calls"))
-    ):
+    level_rows = _narrowed(rows(Kind.LEVEL), replace(filters, domain=None))
+    for r in level_rows.values(
+        "day", "tool_name", "relevance_level", "dedup_reason", "status", "similarity_bin"
+    ).annotate(n=Sum("calls")):
         t = rollups.day_start(r["day"])
         level = DIFY if r["tool_name"] == DIFY_TOOL else r["relevance_level"]
         facts.levels[(t, level, r["dedup_reason"], r["status"], r["similarity_bin"])] += r["n"]
     if levels_only:
         return facts
-    for r in rows(Kind.LATENCY).values("value").annotate(n=Sum("calls")):
+    # The agent breakdown: its own GROUP BY, without the day and similarity dimensions.
+    for r in level_rows.values("agent_id", "tool_name", "relevance_level", "dedup_reason", "status").annotate(
+        n=Sum("calls")
+    ):
+        level = DIFY if r["tool_name"] == DIFY_TOOL else r["relevance_level"]
+        facts.agents[(r["agent_id"], level, r["dedup_reason"], r["status"])] += r["n"]
+    for r in rows(Kind.LATENCY).values("day", "value").annotate(n=Sum("calls")):
         facts.durations[r["value"]] += r["n"]
+        facts.durations_over_time[(rollups.day_start(r["day"]), r["value"])] += r["n"]
     for r in rows(Kind.NOT_FOUND).exclude(tool_name=DIFY_TOOL).values("query").annotate(n=Sum("calls")):
         facts.not_found[r["query"]] += r["n"]
     for r in rows(Kind.SESSIONS).values("value").annotate(n=Sum("calls")):
@@ -256,7 +296,7 @@ def lookups_per_session(*, qs: QuerySet[ToolInvocation]) -> dict:
 
 def latency_percentiles(*, qs: QuerySet[ToolInvocation]) -> dict:
     """p50 / p95 / p99 / max of duration_ms (nearest rank), from one GROUP BY duration_ms."""
-    return latency_from_facts(Facts(durations=_duration_facts(qs)))
+    return latency_from_facts(Facts(durations=_duration_facts(qs)[0]))
 
 
 def status_rates(*, qs: QuerySet[ToolInvocation]) -> dict:
@@ -274,6 +314,31 @@ def tool_names() -> list[str]:
     return list(ToolInvocation.objects.order_by("tool_name").values_list("tool_name", flat=True).distinct())
 
 
+def agents_with_calls() -> list[tuple[int, str]]:
+    """(id, username) of the agents that have calls, by name (the dashboard's agent filter)."""
+    ids = ToolInvocation.objects.filter(agent__isnull=False).order_by().values("agent_id").distinct()
+    return list(
+        get_user_model().objects.filter(pk__in=ids).order_by("username").values_list("pk", "username")
+    )
+
+
+def agent_names(ids) -> dict[int, str]:
+    """Usernames of the given agent ids (a deleted agent has none: its calls show NO_AGENT)."""
+    ids = [i for i in ids if i]
+    if not ids:
+        return {}
+    return dict(get_user_model().objects.filter(pk__in=ids).values_list("pk", "username"))
+
+
+def agent_breakdown(facts: Facts) -> list[dict]:
+    """The per-agent rows of ``metrics.agents_from_facts`` with each agent's username."""
+    rows = agents_from_facts(facts)
+    names = agent_names(r["agent"] for r in rows)
+    for row in rows:
+        row["name"] = names.get(row["agent"], "")
+    return rows
+
+
 def dashboard_data(*, filters: InvocationFilter, use_rollups: bool = True) -> dict:
     """Everything the dashboard page draws, for one set of filters."""
     facts = invocation_facts(filters=filters, use_rollups=use_rollups)
@@ -287,6 +352,8 @@ def dashboard_data(*, filters: InvocationFilter, use_rollups: bool = True) -> di
         "latency": latency_from_facts(facts),
         "status": status_from_facts(facts),
         "not_found": not_found_from_facts(facts),
+        "latency_over_time": latency_over_time_from_facts(facts, filters=filters),
+        "agents": agent_breakdown(facts),
         "dify": dify_outcomes(filters=filters),
     }
 

@@ -31,6 +31,7 @@ similarity alone.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
@@ -197,6 +198,18 @@ class Term:
     identifier: bool = False
 
 
+class QueryTerms(tuple):
+    """The query's terms (a tuple of ``Term``), and its Latin words in order, stop words included
+    ("is not available"): what a quotation is looked for with."""
+
+    latin_words: tuple[str, ...]
+
+    def __new__(cls, terms, latin_words=()):
+        self = super().__new__(cls, terms)
+        self.latin_words = tuple(latin_words)
+        return self
+
+
 @dataclass(frozen=True)
 class Evidence:
     """What a document's text says of a query's terms (``lexical_evidence``)."""
@@ -253,8 +266,10 @@ def _is_word(token: str) -> bool:
     return any(ch.isalnum() for ch in token)
 
 
-def query_terms(query: str) -> tuple[Term, ...]:
-    """The query's distinct words with their weights (see the module docstring)."""
+@functools.lru_cache(maxsize=1024)
+def query_terms(query: str) -> QueryTerms:
+    """The query's distinct words with their weights (see the module docstring). Cached: the
+    lookup asks twice (the BM25 request, then the evidence)."""
     _idf.load()
     import jieba
 
@@ -286,7 +301,15 @@ def query_terms(query: str) -> tuple[Term, ...]:
             seen[token] = Term(token, _idf.max, "latin", identifier=True)
         else:
             seen[token] = Term(token, _latin_weight(token), "latin")
-    return tuple(seen.values())
+    return QueryTerms(seen.values(), _LATIN_WORD.findall(text_normalise(query)))
+
+
+def bm25_query_text(query: str) -> str:
+    """What the BM25 request searches for: the query's terms without its question and function
+    words. Milvus's analyzer would keep "的", "什么", "how": each adds nothing to the ranking (its
+    IDF is near zero) but costs a walk over a posting list as long as the corpus, which milvus-lite
+    does in Python. Empty when the query has no term."""
+    return " ".join(t.text for t in query_terms(query))
 
 
 def _is_identifier(token: str) -> bool:
@@ -337,12 +360,41 @@ def lexical_evidence(terms: tuple[Term, ...], text: str, *, query_script: str | 
     if text_script == query_script:
         comparable = terms
     else:
-        comparable = tuple(t for t in terms if t.identifier or (t.script and t.script == text_script))
+        quoted = _quoted_latin_words(terms, normalised)
+        comparable = tuple(
+            t for t in terms if t.identifier or t.text in quoted or (t.script and t.script == text_script)
+        )
         if sum(t.weight for t in comparable) < CROSS_SCRIPT_MIN_SHARE * total:
             return None
     weight = sum(t.weight for t in comparable)
     found = sum(t.weight for t in comparable if t.text in normalised)
     return Evidence(found / weight, same_script=text_script == query_script)
+
+
+_LATIN_WORD = re.compile(r"[a-z0-9][a-z0-9_]*")
+# Three words in a row, verbatim, are a quotation rather than a coincidence.
+QUOTE_MIN_WORDS = 3
+
+
+def _quoted_latin_words(terms: tuple[Term, ...], normalised_text: str) -> frozenset[str]:
+    """The query's Latin words that ``normalised_text`` quotes: those inside a run of
+    ``QUOTE_MIN_WORDS`` consecutive query words found verbatim in it (punctuation aside). A Chinese
+    runbook quoting "Connection is not available, request timed out" is compared with an English
+    question pasting that error, although the two are written in different scripts."""
+    query_words = _query_latin_words(terms)
+    if len(query_words) < QUOTE_MIN_WORDS:
+        return frozenset()
+    text_words = " " + " ".join(_LATIN_WORD.findall(normalised_text)) + " "
+    quoted: set[str] = set()
+    for i in range(len(query_words) - QUOTE_MIN_WORDS + 1):
+        window = query_words[i : i + QUOTE_MIN_WORDS]
+        if f" {' '.join(window)} " in text_words:
+            quoted.update(window)
+    return frozenset(quoted)
+
+
+def _query_latin_words(terms: tuple[Term, ...]) -> tuple[str, ...]:
+    return terms.latin_words if isinstance(terms, QueryTerms) else ()
 
 
 def term_coverage(terms: tuple[Term, ...], text: str, *, query_script: str | None) -> float | None:

@@ -135,7 +135,7 @@ def lookup_run(
     vector_search_down = False
     timings["embed_ms"] = timings["search_ms"] = 0.0
     try:
-        l1 = l1_search(query=query, top_k=top_k, signature=signature)
+        l1 = l1_search(query=query, top_k=top_k, signature=signature, domain=domains)
     except (EmbeddingError, VectorStoreError) as exc:
         logger.warning("lookup without vector search: %s", exc)
         degraded.append(f"vector search unavailable: {exc}")

@@ -33,6 +33,7 @@ from django.conf import settings
 
 from knowledge.embeddings import get_embedder
 from knowledge.vectorstore import VectorHit, VectorStoreError, get_vector_store
+from retrieval.lexical import bm25_query_text
 
 
 class LRUCache:
@@ -104,9 +105,12 @@ def l1_mode() -> str:
     return f"hybrid:{settings.RETRIEVAL_HYBRID_RANKER}" if mode == "hybrid" else "dense"
 
 
-def l1_search(*, query: str, top_k: int, signature: Hashable, domain: str | None = None) -> L1Result:
-    """The ``top_k`` best chunks for ``query`` (of one domain when given). Raises EmbeddingError /
-    VectorStoreError."""
+def l1_search(
+    *, query: str, top_k: int, signature: Hashable, domain: str | frozenset[str] | None = None
+) -> L1Result:
+    """The ``top_k`` best chunks for ``query``, of ``domain`` when given: one domain (Dify's
+    dataset) or a set (a scoped agent's domains, filtered inside Milvus so a small scope among large
+    domains still gets ``top_k`` candidates). Raises EmbeddingError / VectorStoreError."""
     embedder = get_embedder()
     store = get_vector_store()
     mode = l1_mode()
@@ -127,14 +131,15 @@ def l1_search(*, query: str, top_k: int, signature: Hashable, domain: str | None
         return L1Result(cached, embedder.model_name, 0.0, 0.0, True, True, mode)
     vector, model_name, vector_cached, embed_ms = query_vector(query)
     started = time.perf_counter()
+    lexical_text = bm25_query_text(query) if mode != "dense" else ""
     try:
-        if mode == "dense":
+        if not lexical_text:  # dense mode, or a query of question words only: nothing for BM25
             hits = tuple(store.search(vector.tolist(), top_k=top_k, domain=domain))
         else:
             hits = tuple(
                 store.hybrid_search(
                     vector.tolist(),
-                    query,
+                    lexical_text,
                     top_k=top_k,
                     domain=domain,
                     ranker=settings.RETRIEVAL_HYBRID_RANKER,

@@ -15,6 +15,9 @@ INGEST_CONVERT_TIMEOUT_SECONDS = env.float("INGEST_CONVERT_TIMEOUT_SECONDS", def
 INGEST_CONVERT_MEMORY_MB = env.int("INGEST_CONVERT_MEMORY_MB", default=1024)
 INGEST_MAX_PDF_PAGES = env.int("INGEST_MAX_PDF_PAGES", default=2000)
 INGEST_MAX_CONVERTED_CHARS = env.int("INGEST_MAX_CONVERTED_CHARS", default=5_000_000)
+# The bulk paths (bulk upload, zips, import_documents, sync_documents, reindex) queue indexing
+# tasks of this many documents: their chunks fill embedding batches and one Milvus upsert.
+INGEST_INDEX_BATCH_DOCUMENTS = env.int("INGEST_INDEX_BATCH_DOCUMENTS", default=32)
 CHUNK_TARGET_CHARS = env.int("CHUNK_TARGET_CHARS", default=800)
 CHUNK_OVERLAP_CHARS = env.int("CHUNK_OVERLAP_CHARS", default=100)
 # Django refuses requests with more than 100 files before any view runs (a bare 400); let one

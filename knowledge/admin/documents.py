@@ -17,9 +17,10 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.http import content_disposition_header
 from django.utils.text import Truncator
+from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
-from django.utils.translation import ngettext
 
+from knowledge.admin.held_uploads import upload_held, upload_hold, upload_release
 from knowledge.admin.status import status_urls
 from knowledge.models import ApiDocument, DocumentOriginal
 from knowledge.parsing import DocumentParseError, normalise_doc_key, parse_document, validate_domain
@@ -91,11 +92,40 @@ def _read_limited(upload, *, limit: int, setting: str) -> bytes:
     return upload.read()
 
 
+class HeldFileInput(forms.FileInput):
+    """A file input that, after a validation error elsewhere, says which file the server kept
+    (``held_uploads``) and carries its token: the next submit may leave the input empty."""
+
+    held: tuple[str, str] | None = None  # (token, file name)
+
+    def render(self, name, value, attrs=None, renderer=None):
+        html = super().render(name, value, attrs, renderer)
+        if not self.held:
+            return html
+        token, file_name = self.held
+        return html + format_html(
+            '<input type="hidden" name="{}-held" value="{}"><p class="help" id="held-file"><strong>{}</strong></p>',
+            name,
+            token,
+            gettext("Kept from your last try: %(name)s. Leave the file empty to use it, or choose another.")
+            % {"name": Truncator(file_name).chars(120)},
+        )
+
+
 class DocumentUploadForm(forms.ModelForm):
-    """The add form: one file becomes (or replaces) one document."""
+    """The add form: one file becomes (or replaces) one document.
+
+    A validation error that is not the file's keeps the file on the server (``held_uploads``):
+    browsers cannot refill a file input, so the form names the kept file instead.
+    """
+
+    #: the staff user the held file belongs to (set per request by ApiDocumentAdmin.get_form)
+    held_owner: int | None = None
 
     file = forms.FileField(
         label=_("File"),
+        required=False,  # a held file may stand in for it (checked in clean)
+        widget=HeldFileInput,
         help_text=_(
             ".md, .markdown or .txt in UTF-8 or GB18030 (optional YAML frontmatter), or a PDF (with a "
             "text layer), .docx, .pptx, .xlsx, .csv, .html or .htm, converted to Markdown."
@@ -119,21 +149,41 @@ class DocumentUploadForm(forms.ModelForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["domain_choice"].choices = _domain_choices()
+        self._chosen: tuple[str, bytes] | None = None  # (file name, data) once read
+        self._held_token = ""
+
+    def _chosen_file(self, upload) -> tuple[str, bytes] | None:
+        """The file of this submit: the one chosen now, else the one held from the last try."""
+        if upload is not None:
+            try:
+                data = _read_limited(
+                    upload, limit=settings.INGEST_MAX_FILE_BYTES, setting="INGEST_MAX_FILE_BYTES"
+                )
+            except forms.ValidationError as exc:
+                self.add_error("file", exc)
+                return None
+            return upload.name, data
+        token = self.data.get("file-held", "")
+        held = upload_held(owner=self.held_owner, token=token)
+        if held is not None:
+            self._held_token = token
+            return held
+        if token:
+            self.add_error("file", gettext("The file chosen before is no longer kept: choose it again."))
+        else:
+            self.add_error("file", self.fields["file"].error_messages["required"])
+        return None
 
     def clean(self):
         cleaned = super().clean()
-        upload = cleaned.get("file")
         domain = _chosen_domain(self)
-        if upload is None or self.errors:
+        if "file" in self.errors:
             return cleaned
-        try:
-            data = _read_limited(
-                upload, limit=settings.INGEST_MAX_FILE_BYTES, setting="INGEST_MAX_FILE_BYTES"
-            )
-        except forms.ValidationError as exc:
-            self.add_error("file", exc)
+        self._chosen = self._chosen_file(cleaned.get("file"))
+        if self._chosen is None or self.errors:
             return cleaned
-        name = (cleaned.get("key") or "").strip() or upload.name
+        file_name, data = self._chosen
+        name = (cleaned.get("key") or "").strip() or file_name
         try:
             name = normalise_doc_key(name)
             parse_document(data, name=name, domain=domain)
@@ -143,8 +193,24 @@ class DocumentUploadForm(forms.ModelForm):
             )
             self.add_error(target, str(exc))
             return cleaned
-        cleaned.update(data=data, name=name, chosen_domain=domain)
+        cleaned.update(data=data, name=name, chosen_domain=domain, held_token=self._held_token)
         return cleaned
+
+    def full_clean(self):
+        super().full_clean()
+        if not self.is_bound or not self._errors:
+            return
+        if self._chosen is None or "file" in self._errors or self.held_owner is None:
+            # The file is what was wrong (or there is none): the input asks for one again.
+            upload_release(owner=self.held_owner, token=self._held_token)
+            return
+        file_name, data = self._chosen
+        token = self._held_token or upload_hold(owner=self.held_owner, name=file_name, data=data)
+        self.fields["file"].widget.held = (token, file_name)
+
+    def held_release(self) -> None:
+        """Drop the held file once the document is made from it."""
+        upload_release(owner=self.held_owner, token=self._held_token)
 
 
 class DocumentChangeForm(forms.ModelForm):
@@ -284,7 +350,10 @@ class ApiDocumentAdmin(admin.ModelAdmin):
     def get_form(self, request, obj=None, change=False, **kwargs):
         kwargs["form"] = DocumentChangeForm if obj is not None else DocumentUploadForm
         kwargs["fields"] = None
-        return super().get_form(request, obj, change=change, **kwargs)
+        form = super().get_form(request, obj, change=change, **kwargs)
+        if obj is None:
+            form.held_owner = request.user.pk  # a held file is this user's alone
+        return form
 
     def get_fieldsets(self, request, obj=None):
         if obj is None:
@@ -391,6 +460,7 @@ class ApiDocumentAdmin(admin.ModelAdmin):
                 name=form.cleaned_data["name"],
                 domain=form.cleaned_data["chosen_domain"],
             )
+            form.held_release()
             document = result.document
             for field in ApiDocument._meta.concrete_fields:
                 setattr(obj, field.attname, getattr(document, field.attname))
@@ -447,6 +517,13 @@ class ApiDocumentAdmin(admin.ModelAdmin):
             % {"count": count},
             messages.SUCCESS,
         )
+
+    def changelist_view(self, request, extra_context=None):
+        # Arrived from "Go to the documents" after a bulk upload: say so, and how to see all.
+        ids = request.GET.get("id__in", "")
+        if ids:
+            extra_context = {**(extra_context or {}), "upload_filter": len([i for i in ids.split(",") if i])}
+        return super().changelist_view(request, extra_context)
 
     # --- bulk upload page ----------------------------------------------------------------------
     def get_urls(self):
@@ -515,6 +592,9 @@ class ApiDocumentAdmin(admin.ModelAdmin):
                 for r in results
             ],
             "counts": counts,
+            # "Go to the documents": the list filtered to exactly this upload's documents.
+            "uploaded_url": _changelist_of([r.document.pk for r in results if r.document]),
+            "uploaded_count": len({r.document.pk for r in results if r.document}),
             "limits": {
                 "file_bytes": settings.INGEST_MAX_FILE_BYTES,
                 "files": settings.INGEST_MAX_FILES_PER_UPLOAD,
@@ -522,3 +602,11 @@ class ApiDocumentAdmin(admin.ModelAdmin):
             },
         }
         return TemplateResponse(request, "admin/knowledge/apidocument/bulk_upload.html", context)
+
+
+def _changelist_of(document_ids: list[int]) -> str:
+    """The documents list showing only ``document_ids`` ("" for none)."""
+    if not document_ids:
+        return ""
+    ids = ",".join(str(pk) for pk in sorted(set(document_ids)))
+    return f"{reverse('admin:knowledge_apidocument_changelist')}?id__in={ids}"

@@ -1,20 +1,30 @@
 """Admin for knowledge domains: the planner guidance, where it came from and how its last
 regeneration went, with a "regenerate now" action. Edits go through the domain services."""
 
-from django.contrib import admin, messages
-from django.utils.text import Truncator
-from django.utils.translation import gettext_lazy as _
-from django.utils.translation import ngettext
+from urllib.parse import urlencode
 
-from knowledge.models import KnowledgeDomain
+from django import forms
+from django.contrib import admin, messages
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext_lazy as _
+
+from knowledge.models import ApiDocument, KnowledgeDomain
 from knowledge.services.domains import domain_guidance_update, domain_summary_regenerate_now
+from observability.display import clipped
+
+#: documents listed on a domain's page (the rest: a link to the documents list filtered by it)
+DOMAIN_PAGE_DOCUMENTS = 100
+STATUS_COLOURS = {"INDEXED": "#2e7d32", "FAILED": "#c62828", "INDEXING": "#1565c0", "PENDING": "#6d6d6d"}
 
 
 @admin.register(KnowledgeDomain)
 class KnowledgeDomainAdmin(admin.ModelAdmin):
+    # Long text is clipped (whole on hover) so the table fits the page at any width.
     list_display = (
         "domain_id",
-        "description",
+        "description_short",
         "document_count",
         "summary_source",
         "last_regenerated_at",
@@ -32,11 +42,13 @@ class KnowledgeDomainAdmin(admin.ModelAdmin):
         "last_regenerated_at",
         "last_error",
         "document_count",
+        "documents_list",
         "created_at",
         "updated_at",
     )
     readonly_fields = (
         "document_count",
+        "documents_list",
         "summary_source",
         "summary_state",
         "last_regenerated_at",
@@ -50,9 +62,65 @@ class KnowledgeDomainAdmin(admin.ModelAdmin):
         # domain_id is the documents' category: renaming it here would orphan them.
         return (*self.readonly_fields, "domain_id") if obj else self.readonly_fields
 
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        if db_field.name == "description":  # the whole description in view, not a one-line box
+            kwargs["widget"] = forms.Textarea(attrs={"rows": 3, "cols": 80})
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
+    @admin.display(description=_("description"), ordering="description")
+    def description_short(self, obj):
+        return clipped(obj.description, 60, empty="")
+
     @admin.display(description=_("last error"))
     def error_short(self, obj):
-        return Truncator(obj.last_error).chars(80) if obj.last_error else ""
+        return clipped(obj.last_error, 60, empty="") if obj.last_error else ""
+
+    @admin.display(description=_("documents"))
+    def documents_list(self, obj):
+        if obj.pk is None:
+            return ""
+        documents = list(
+            ApiDocument.objects.filter(domain=obj.domain_id)
+            .order_by("doc_key")
+            .values("pk", "doc_key", "title", "status")[: DOMAIN_PAGE_DOCUMENTS + 1]
+        )
+        if not documents:
+            return format_html('<span class="okb-muted">{}</span>', gettext("No documents in this domain."))
+        labels = dict(ApiDocument.Status.choices)
+        rows = format_html_join(
+            "",
+            '<tr><td><a href="{}">{}</a></td><td><code>{}</code></td>'
+            '<td><span style="color:{};font-weight:600">{}</span></td></tr>',
+            (
+                (
+                    reverse("admin:knowledge_apidocument_change", args=[d["pk"]]),
+                    clipped(d["title"], 60),
+                    clipped(d["doc_key"], 60),
+                    STATUS_COLOURS.get(d["status"], "inherit"),
+                    labels.get(d["status"], d["status"]),
+                )
+                for d in documents[:DOMAIN_PAGE_DOCUMENTS]
+            ),
+        )
+        all_link = (
+            reverse("admin:knowledge_apidocument_changelist") + "?" + urlencode({"domain": obj.domain_id})
+        )
+        more = (
+            format_html('<p><a href="{}">{}</a></p>', all_link, gettext("All documents of this domain"))
+            if len(documents) > DOMAIN_PAGE_DOCUMENTS
+            else format_html(
+                '<p><a href="{}">{}</a></p>', all_link, gettext("Open them in the documents list")
+            )
+        )
+        return format_html(
+            '<table id="domain-documents"><thead><tr><th>{}</th><th>{}</th><th>{}</th></tr></thead>'
+            "<tbody>{}</tbody></table>{}",
+            gettext("title"),
+            gettext("doc key"),
+            gettext("status"),
+            rows,
+            more,
+        )
 
     def save_model(self, request, obj, form, change):
         # A hand-written when_to_retrieve becomes "manual" (never regenerated); cleared, it

@@ -1,6 +1,15 @@
 """Services of the knowledge app (writes). One module per concern:
 
-- ``ingestion``: parse, store, chunk and index documents; delete; re-index.
+- ``documents``: store an uploaded file as a document (parse, keep the original, queue
+  indexing), delete one.
+- ``index_queue``: indexing queued on commit, one document or many together (batch tasks).
+- ``indexing``: chunk, embed, upsert, swap and prune, for one document or a batch.
+- ``index_status``: the statuses and failure reasons an indexing run records.
+- ``chunk_preparation``: a document's chunks, the text their vectors embed, their rows.
+- ``vectors``: vectors no chunk row backs pruned, a document's removed; the collection
+  recreated and checked.
+- ``reindex``: stored documents queued for indexing again.
+- ``ingestion``: the public names of the modules above in one import (scripts and tests).
 - ``uploads``: batches of files, zips and folders into documents, with the upload limits.
 - ``export``: documents back to files with their frontmatter.
 - ``locks``: the per-document lock that keeps two indexing runs of one document apart.

@@ -24,8 +24,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from knowledge.models import ApiDocument, DocumentChunk, chunk_id_for
-from knowledge.services.ingestion import document_vectors_prune, documents_reindex
 from knowledge.services.locks import LockTimeout, document_lock
+from knowledge.services.reindex import documents_reindex
+from knowledge.services.vectors import document_vectors_prune
 from knowledge.vectorstore import get_vector_store
 
 logger = logging.getLogger(__name__)

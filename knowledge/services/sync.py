@@ -25,7 +25,7 @@ from django.db import transaction
 
 from knowledge.models import ApiDocument
 from knowledge.parsing import DocumentParseError, parse_document
-from knowledge.services.ingestion import (
+from knowledge.services.documents import (
     ADDED,
     FAILED,
     UNCHANGED,
@@ -33,6 +33,7 @@ from knowledge.services.ingestion import (
     document_delete,
     document_ingest_safely,
 )
+from knowledge.services.index_queue import IndexQueue
 from knowledge.services.uploads import UploadItem, folder_items
 
 DELETED = "deleted"
@@ -100,12 +101,13 @@ def folder_sync(
     report = SyncReport(source=source, dry_run=dry_run)
     items = folder_items([directory])
     seen: set[str] = set()
+    queue = IndexQueue()  # the changed files are indexed together, once all are stored
     for item in items:
         seen.add(item.name)
         outcome, error, existing = _planned(item, domain=domain)
         if outcome in (ADDED, UPDATED) and not dry_run:
             result = document_ingest_safely(
-                data=item.data, name=item.name, domain=domain or item.folder_domain
+                data=item.data, name=item.name, domain=domain or item.folder_domain, index_queue=queue
             )
             outcome, error = result.outcome, result.error
             if result.document is not None:
@@ -119,6 +121,7 @@ def folder_sync(
             report.errors[item.name] = error
         if progress is not None:
             progress(item.name, outcome)
+    queue.send_on_commit()
 
     if prune:
         gone = (

@@ -21,7 +21,8 @@ from pathlib import Path, PurePosixPath
 from django.conf import settings
 
 from knowledge.parsing import SUPPORTED_SUFFIXES, DocumentParseError, normalise_doc_key
-from knowledge.services.ingestion import FAILED, IngestResult, document_ingest_safely
+from knowledge.services.documents import FAILED, IngestResult, document_ingest_safely
+from knowledge.services.index_queue import IndexQueue
 
 
 class UploadRejected(ValueError):
@@ -207,18 +208,22 @@ def items_ingest(
     domain: str | None = None,
     progress: Callable[[IngestResult], None] | None = None,
 ) -> list[IngestResult]:
-    """Ingest each item on its own (one bad file does not stop the others)."""
+    """Ingest each item on its own (one bad file does not stop the others), then queue the
+    indexing of all of them together (batch tasks: embedding batches filled across files).
+    ``progress`` is called per file as it is stored."""
     results: list[IngestResult] = []
+    queue = IndexQueue()
     for item in items:
         if item.skip_reason:
             result = IngestResult(outcome=FAILED, name=item.name, error=item.skip_reason)
         else:
             result = document_ingest_safely(
-                data=item.data, name=item.name, domain=domain or item.folder_domain
+                data=item.data, name=item.name, domain=domain or item.folder_domain, index_queue=queue
             )
         results.append(result)
         if progress is not None:
             progress(result)
+    queue.send_on_commit()
     return results
 
 

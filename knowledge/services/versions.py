@@ -8,7 +8,8 @@ indexed. The indexing run then calls ``document_version_prepare`` under the docu
 
 - Markdown / text: the stored bytes are parsed again (cheap, in-process);
 - PDF, DOCX, PPTX, XLSX, CSV, HTML: converted to Markdown in a sandboxed child process
-  (``knowledge.converters.sandbox``: memory ceiling, time limit);
+  (``knowledge.converters.sandbox``: memory ceiling, time limit), one child for the files of an
+  indexing run;
 
 and the indexing writes the prepared title, text and metadata in the same transaction that
 swaps the chunks (``document_version_apply``). A file the converter refuses leaves the document
@@ -29,7 +30,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from knowledge.converters import CONVERTED_FORMATS, ConversionError
-from knowledge.converters.sandbox import convert_isolated
+from knowledge.converters.sandbox import ConversionSandbox
 from knowledge.models import ApiDocument, DocumentOriginal
 from knowledge.parsing import (
     OWNED_METADATA_KEYS,
@@ -61,10 +62,22 @@ def document_original_store(*, document: ApiDocument, data: bytes, name: str) ->
     return original
 
 
-def document_version_prepare(*, document: ApiDocument) -> ParsedDocument | None:
+def version_sandbox() -> ConversionSandbox:
+    """A conversion child under the configured limits, reused by one indexing run's files."""
+    return ConversionSandbox(
+        limits=conversion_limits(),
+        timeout=settings.INGEST_CONVERT_TIMEOUT_SECONDS,
+        memory_mb=settings.INGEST_CONVERT_MEMORY_MB,
+    )
+
+
+def document_version_prepare(
+    *, document: ApiDocument, sandbox: ConversionSandbox | None = None
+) -> ParsedDocument | None:
     """The new version's title, text and metadata when the document's text is not from its
     stored original yet; None when it is. Raises ConversionError (the reason) when the file
-    cannot become text. Writes nothing."""
+    cannot become text. Writes nothing. ``sandbox``: the run's conversion child (None: a child
+    for this file only)."""
     original = DocumentOriginal.objects.filter(document_id=document.pk).only("sha256", "file_name").first()
     metadata = document.metadata if isinstance(document.metadata, dict) else {}
     if original is None or metadata.get("text_sha256") == original.sha256:
@@ -76,13 +89,11 @@ def document_version_prepare(*, document: ApiDocument) -> ParsedDocument | None:
             return parse_document(data, name=document.doc_key, domain=document.domain)
         except DocumentParseError as exc:
             raise ConversionError(str(exc)) from exc
-    converted = convert_isolated(
-        data,
-        fmt=fmt,
-        limits=conversion_limits(),
-        timeout=settings.INGEST_CONVERT_TIMEOUT_SECONDS,
-        memory_mb=settings.INGEST_CONVERT_MEMORY_MB,
-    )
+    if sandbox is not None:
+        converted = sandbox.convert(data, fmt=fmt)
+    else:
+        with version_sandbox() as own:
+            converted = own.convert(data, fmt=fmt)
     return parsed_from_conversion(
         doc_key=document.doc_key,
         domain=document.domain,

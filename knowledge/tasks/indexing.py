@@ -1,9 +1,12 @@
-"""Indexing tasks: thin wrappers over knowledge.services.ingestion.
+"""Indexing tasks: thin wrappers over knowledge.services.indexing and .vectors.
 
-``index_document`` is queued (on commit) by every upload, re-upload, retry and reindex. It takes
-a document id, is safe to run twice (stable chunk ids, upserts, a per-document lock), retries
-with backoff only while Milvus is unreachable, and records every failure in the document's
-status. The worker also checks at start-up that the vector store was built with the configured
+``index_document`` is queued (on commit) by a single upload, re-upload or retry; the bulk paths
+(bulk upload, zips, ``import_documents``, ``sync_documents``, ``reindex``) queue
+``index_documents`` with up to ``INGEST_INDEX_BATCH_DOCUMENTS`` documents, indexed together so
+embedding batches and upserts are filled across documents. Both are safe to run twice (stable
+chunk ids, upserts, a per-document lock), retry with backoff only while Milvus is unreachable
+(a batch retries only the documents it did not finish), and record every failure in the
+document's status. The worker also checks at start-up that the vector store was built with the configured
 embedding model (see ``_refuse_mismatched_collection``).
 """
 
@@ -16,13 +19,11 @@ from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import worker_init
 
-from knowledge.services.ingestion import (
-    TemporaryIndexError,
-    document_index,
-    document_index_failed,
-    document_vectors_prune,
-    embedding_collection_check,
-)
+from knowledge.models import ApiDocument
+from knowledge.services.index_queue import index_queue_on_commit
+from knowledge.services.index_status import TemporaryIndexError, document_index_failed
+from knowledge.services.indexing import document_index, documents_index
+from knowledge.services.vectors import document_vectors_prune, embedding_collection_check
 from knowledge.vectorstore import VectorStoreError, VectorStoreMismatch, reset_vector_store
 
 logger = logging.getLogger(__name__)
@@ -47,6 +48,28 @@ def index_document(self, document_id: int, repair: bool = False) -> str:
         )
         raise
     return str(result.status)
+
+
+@shared_task(bind=True, name="knowledge.index_documents", max_retries=MAX_RETRIES, acks_late=True)
+def index_documents(self, entries: list[list]) -> dict[str, str]:
+    """``entries``: [document id, repair] pairs. Returns each document's status by id."""
+    final = self.request.retries >= self.max_retries
+    try:
+        batch = documents_index(entries=[(int(i), bool(r)) for i, r in entries], final_attempt=final)
+    except TemporaryIndexError as exc:
+        left = [[i, r] for i, r in entries if int(i) in set(exc.document_ids)]
+        raise self.retry(args=(left,), exc=exc, countdown=_backoff(self.request.retries)) from exc
+    except SoftTimeLimitExceeded:
+        # One slow file must not fail the others: each document this run did not finish gets a
+        # run of its own (with its own time limit), which also clears what this one left.
+        ids = [int(i) for i, _ in entries]
+        unfinished = ApiDocument.objects.filter(
+            id__in=ids, status__in=[ApiDocument.Status.PENDING, ApiDocument.Status.INDEXING]
+        ).values_list("id", flat=True)
+        for document_id in unfinished:
+            index_queue_on_commit(document_id, repair=True)
+        raise
+    return {str(i): str(result.status) for i, result in batch.results.items()}
 
 
 @shared_task(bind=True, name="knowledge.prune_document_vectors", max_retries=MAX_RETRIES, acks_late=True)

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
+from django.http import QueryDict
 from django.template.response import TemplateResponse
 from django.utils.translation import gettext_lazy as _
 
 from observability import calibration, charts, selectors
 from observability.admin.base import _PageAdmin
 from observability.forms import DashboardFilterForm
-from observability.links import invocation_list_url, scope
-from observability.metrics import DIFY_TOOL, LOOKUP_TOOL
+from observability.links import agent_params, invocation_list_url, scope
+from observability.metrics import DEDUP_REASONS, DIFY_TOOL, LOOKUP_TOOL, RELEVANCE_LEVELS
 from observability.models import RetrievalDashboard, ToolInvocation
+from observability.rollups import NO_AGENT
 
 
 @admin.register(RetrievalDashboard)
@@ -39,6 +41,7 @@ class RetrievalDashboardAdmin(_PageAdmin):
                 thresholds=thresholds,
                 figures=charts.dashboard_figures(data=data, filters=filters, thresholds=thresholds),
                 links=dashboard_links(data=data, filters=filters),
+                agents=agent_rows(data=data, filters=filters, params=params),
             )
         return TemplateResponse(request, "admin/observability/dashboard.html", context)
 
@@ -63,3 +66,39 @@ def dashboard_links(*, data: dict, filters: selectors.InvocationFilter) -> dict:
             for row in data["not_found"]
         ],
     }
+
+
+def agent_rows(*, data: dict, filters: selectors.InvocationFilter, params: QueryDict) -> list[dict]:
+    """The per-agent breakdown as the table shows it: each agent's name links to the dashboard
+    narrowed to it, each count to the invocation list filtered to what it counts."""
+    level_labels = [label for _, label in RELEVANCE_LEVELS]
+    dedup_labels = [(value, label) for value, label in DEDUP_REASONS if value]
+    base = {**scope(filters)}
+    base.pop("agent__id__exact", None)
+    base.pop("agent__isnull", None)
+    rows = []
+    for row in data["agents"]:
+        narrowed = params.copy()
+        narrowed["agent"] = str(row["agent"])
+        on_list = {**base, **agent_params(row["agent"])}
+        rows.append(
+            {
+                **row,
+                "no_agent": row["agent"] == NO_AGENT,
+                "dashboard_url": "?" + narrowed.urlencode(),
+                "list_url": invocation_list_url(**on_list),
+                "errors_url": invocation_list_url(**on_list, status__exact=ToolInvocation.Status.ERROR),
+                "levels": [
+                    {
+                        "count": row["levels"].get(label, 0),
+                        "url": invocation_list_url(**on_list, level=value or "none"),
+                    }
+                    for (value, _), label in zip(RELEVANCE_LEVELS, level_labels, strict=True)
+                ],
+                "dedup": [
+                    {"count": row["dedup"].get(label, 0), "url": invocation_list_url(**on_list, dedup=value)}
+                    for value, label in dedup_labels
+                ],
+            }
+        )
+    return rows

@@ -17,7 +17,11 @@ class LevelFilter(admin.SimpleListFilter):
     parameter_name = "level"
 
     def lookups(self, request, model_admin):
-        return [(value or "none", label) for value, label in selectors.RELEVANCE_LEVELS]
+        # Levels are names of their own (PRECISE...); "not found" is words, shown translated.
+        return [
+            (value or "none", label if value else gettext(label))
+            for value, label in selectors.RELEVANCE_LEVELS
+        ]
 
     def queryset(self, request, queryset):
         return queryset.filter(selectors.level_filter_q(self.value())) if self.value() else queryset
@@ -28,7 +32,9 @@ class DedupFilter(admin.SimpleListFilter):
     parameter_name = "dedup"
 
     def lookups(self, request, model_admin):
-        return [(value or "none", label) for value, label in selectors.DEDUP_REASONS]
+        return [
+            (value or "none", label if value else gettext(label)) for value, label in selectors.DEDUP_REASONS
+        ]
 
     def queryset(self, request, queryset):
         if not self.value():

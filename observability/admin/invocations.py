@@ -36,6 +36,7 @@ from observability.forms import FeedbackForm
 from observability.links import iso
 from observability.metrics import DIFY_TOOL
 from observability.models import InvocationFeedback, ToolInvocation
+from observability.rollups import NO_AGENT
 
 
 @admin.register(ToolInvocation)
@@ -301,7 +302,20 @@ class ToolInvocationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 ROLLUP_LIST_PARAMS = {"level", "dedup", "status__exact", "domain", "tool_name", "from", "to"} | {
     "created_at__gte",
     "created_at__lt",
+    # The agent (the dashboard's links carry it): rollup rows keep it.
+    "agent__id__exact",
+    "agent__isnull",
 }
+
+
+def _agent(params: dict) -> tuple[bool, int | None]:
+    """(understood, the InvocationFilter's agent) of the list's agent parameters."""
+    if "agent__id__exact" in params:
+        value = params["agent__id__exact"]
+        return (value.isdigit() and int(value) > 0, int(value) if value.isdigit() else None)
+    if "agent__isnull" in params:
+        return (params["agent__isnull"] == "True", NO_AGENT)
+    return True, None
 
 
 def _moment(value: str | None) -> datetime | None:
@@ -339,6 +353,9 @@ def _rollup_filters(cl) -> selectors.InvocationFilter | None:
     end = min(ends) if ends else (bounds.last() or timezone.now()) + timedelta(microseconds=1)
     if start is None or start >= end:
         return None
+    understood, agent = _agent(params)
+    if not understood or ("agent__id__exact" in params and "agent__isnull" in params):
+        return None
     return selectors.InvocationFilter(
         start=start,
         end=end,
@@ -347,6 +364,7 @@ def _rollup_filters(cl) -> selectors.InvocationFilter | None:
         level=params.get("level") or None,
         dedup=params.get("dedup") or None,
         status=params.get("status__exact") or None,
+        agent=agent,
     )
 
 

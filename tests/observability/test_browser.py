@@ -5,9 +5,6 @@ var/screenshots/ (named in the README)."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-import time
 from datetime import timedelta
 
 import pytest
@@ -17,53 +14,19 @@ from django.utils import timezone
 from knowledge.models import KnowledgeDomain
 from tests.conftest import REPO
 from tests.observability.factories import ToolInvocationFactory
+from tests.support.browser import BROWSER_MARKS, admin_login, chromium, wait_for
 
 SCREENSHOTS = REPO / "var" / "screenshots"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not (CHROMIUM and CHROMEDRIVER),
-        reason="headless Chromium not installed: apt-get install chromium chromium-driver fonts-wqy-microhei "
-        "(.ci/run does)",
-    ),
-]
+pytestmark = BROWSER_MARKS
 
 SEEDED = {"PRECISE": 4, "HIGHLY_RELEVANT": 7, "REFERENCE": 5, "DEDUPED": 2, "not found": 3}
 
 
 @pytest.fixture
 def browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    profile = tempfile.mkdtemp(prefix="agentkb-chromium-")
-    for arg in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--window-size=1400,2200",
-        "--lang=en-US",
-        f"--user-data-dir={profile}",
-    ):
-        options.add_argument(arg)
-    # An explicit driver path: selenium must not try to fetch one.
-    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(60)
-    try:
+    with chromium(width=1400, height=2200) as driver:
         yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 @pytest.fixture
@@ -94,27 +57,13 @@ def seeded_calls(transactional_db, django_user_model):
             )
 
 
-def _wait(driver, condition, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = driver.execute_script(condition)
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for: {condition}")
-
-
 def test_dashboard_draws_the_seeded_values(browser, live_server, seeded_calls, settings):
     # The seeds' pair, explicitly (without it the embedding model's profile is in force).
     settings.RETRIEVAL_HIGHLY_RELEVANT_THRESHOLD, settings.RETRIEVAL_REFERENCE_THRESHOLD = 0.75, 0.5
-    browser.get(live_server.url + reverse("admin:login"))
-    browser.find_element("name", "username").send_keys("browser-admin")
-    browser.find_element("name", "password").send_keys("browser-pass-123")
-    browser.find_element("css selector", "input[type=submit]").click()
-    _wait(browser, "return document.body.classList.contains('dashboard')")
+    admin_login(browser, live_server)
 
     browser.get(live_server.url + reverse("admin:observability_retrievaldashboard_changelist") + "?range=24h")
-    _wait(
+    wait_for(
         browser,
         "const els = document.querySelectorAll('[data-figure]');"
         "return els.length >= 6 && Array.from(els).every(e => e.dataset.drawn === '1');",
@@ -162,12 +111,12 @@ def test_dashboard_draws_the_seeded_values(browser, live_server, seeded_calls, s
 
     bars = browser.find_elements("css selector", "#chart-relevance g.point path")
     ActionChains(browser).move_to_element(bars[drawn["x"].index("REFERENCE")]).pause(0.3).click().perform()
-    _wait(browser, "return document.body.classList.contains('change-list')")
+    wait_for(browser, "return document.body.classList.contains('change-list')")
     assert "level=REFERENCE" in browser.current_url
     counter = browser.find_element("css selector", "#changelist-form .paginator").text
     assert counter.startswith("5 ")
     # The charts above the list follow its filter: only the REFERENCE bar is up.
-    _wait(
+    wait_for(
         browser,
         "const el = document.getElementById('chart-relevance'); return el && el.dataset.drawn === '1';",
     )
@@ -176,14 +125,6 @@ def test_dashboard_draws_the_seeded_values(browser, live_server, seeded_calls, s
     )
     assert dict(zip(*listed, strict=True)) == {label: 5 if label == "REFERENCE" else 0 for label in SEEDED}
     browser.save_screenshot(str(SCREENSHOTS / "invocations.png"))
-
-
-def _login(browser, live_server) -> None:
-    browser.get(live_server.url + reverse("admin:login"))
-    browser.find_element("name", "username").send_keys("browser-admin")
-    browser.find_element("name", "password").send_keys("browser-pass-123")
-    browser.find_element("css selector", "input[type=submit]").click()
-    _wait(browser, "return document.body.classList.contains('dashboard')")
 
 
 def test_thumbs_on_an_invocation_feed_the_calibration_chart(browser, live_server, seeded_calls):
@@ -195,7 +136,7 @@ def test_thumbs_on_an_invocation_feed_the_calibration_chart(browser, live_server
             InvocationFeedback.objects.create(
                 invocation=ToolInvocationFactory(similarity=similarity), source="AGENT", helpful=helpful
             )
-    _login(browser, live_server)
+    admin_login(browser, live_server)
 
     invocation = ToolInvocation.objects.filter(relevance_level="REFERENCE").first()
     browser.get(live_server.url + reverse("admin:observability_toolinvocation_change", args=[invocation.pk]))
@@ -203,11 +144,11 @@ def test_thumbs_on_an_invocation_feed_the_calibration_chart(browser, live_server
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     browser.save_screenshot(str(SCREENSHOTS / "invocation.png"))
     browser.find_element("css selector", "#feedback-form button[value='1']").click()
-    _wait(browser, "return document.querySelector('#feedback-list') !== null")
+    wait_for(browser, "return document.querySelector('#feedback-list') !== null")
     assert InvocationFeedback.objects.get(invocation=invocation, source="STAFF").helpful is True
 
     browser.get(live_server.url + reverse("admin:observability_thresholdcalibration_changelist"))
-    _wait(
+    wait_for(
         browser,
         "const el = document.getElementById('chart-calibration'); return el && el.dataset.drawn === '1';",
     )
@@ -231,11 +172,11 @@ def test_hit_testing_page_in_the_browser(browser, live_server, seeded_calls, vec
     embedder = get_embedder()
     vector_store.ensure_collection(dim=embedder.dim, model_name=embedder.model_name)
     seed_documents(Corpus(vector_store))
-    _login(browser, live_server)
+    admin_login(browser, live_server)
     browser.get(live_server.url + reverse("admin:observability_hittest_changelist"))
     browser.find_element("name", "query").send_keys("数据库连接池配置")
     browser.find_element("css selector", "#hit-test-form input[type=submit]").click()
-    _wait(browser, "return document.getElementById('hit-l1') !== null")
+    wait_for(browser, "return document.getElementById('hit-l1') !== null")
     assert browser.find_element("id", "hit-level").text == "HIGHLY_RELEVANT"
     assert "infrastructure/mysql-pool.md" in browser.find_element("id", "hit-l1").text
     browser.save_screenshot(str(SCREENSHOTS / "hit_testing.png"))

@@ -42,6 +42,13 @@ HOSTILE_VALUES = [
     "<script>alert(1)</script>\"'&",
     "",
 ]
+# The agent's name is chosen by whoever issues its token, under the username rules (letters of
+# any script, digits, @.+-_, at most 150): the longest unbroken name they allow, in a
+# right-to-left script mixed with Latin. Names the rules refuse (markup, combining marks) are
+# refused when the token is issued (test_a_hostile_agent_name_is_refused_when_its_token_is_issued);
+# the dashboard's own rendering of such a name, stored directly, is tested in
+# test_dashboard_agents.py.
+HOSTILE_AGENT_NAME = ("שלום" + "agent.@+-_" + "ب" * 40 + "W" * 150)[:150]
 # Raw bodies: what no serializer would build.
 HOSTILE_BODIES = ["null", "12345", "[1, 2, 3]", '"a string"', '{"session_id": "x"}', "{"]
 
@@ -136,7 +143,20 @@ def staff_urls() -> list[str]:
         f"{dashboard}?range=7d&tool=__all__",
         f"{dashboard}?range=24h&tool=dify_retrieval",
         f"{dashboard}?range=1h",
+        f"{dashboard}?range=7d&tool=__all__&agent=0",
     ]
+    # The dashboard narrowed to each agent that made calls (their names are in the page).
+    for agent_id in (
+        ToolInvocation.objects.filter(agent__isnull=False)
+        .order_by()
+        .values_list("agent_id", flat=True)
+        .distinct()
+    ):
+        urls += [
+            f"{dashboard}?range=24h&agent={agent_id}",
+            f"{dashboard}?range=7d&tool=__all__&agent={agent_id}",
+        ]
+        urls.append(f"{invocations}?agent__id__exact={agent_id}")
     return urls
 
 
@@ -146,7 +166,7 @@ def agent(vector_store):
         data="---\ndomain: api\nkeywords: [ERR_TIMEOUT]\n---\n# 网关错误码\n\nERR_TIMEOUT：请求超时。".encode(),
         name="api/error-codes.md",
     )
-    return tool_token_issue(name="hostile-agent").key
+    return tool_token_issue(name=HOSTILE_AGENT_NAME).key
 
 
 def _hostile_script(token: str) -> None:
@@ -200,9 +220,12 @@ def test_every_staff_page_renders_after_a_hostile_agent(agent, admin_client, set
     assert ToolInvocation.objects.filter(tool_name="lookup_knowledge", request__query=12345).exists()
     assert ToolInvocation.objects.filter(tool_name="dify_retrieval", request__query=12345).exists()
     hostile_rows()
+    assert ToolInvocation.objects.filter(agent__username=HOSTILE_AGENT_NAME).exists()
 
     broken = []
-    for url in staff_urls():
+    urls = staff_urls()
+    assert any("agent=" in url for url in urls)
+    for url in urls:
         response = admin_client.get(url, follow=True)  # DRF's token pages redirect by user id
         if response.status_code != 200:
             broken.append(f"{url} -> {response.status_code}")
@@ -251,3 +274,15 @@ def test_the_filtered_list_exports_as_csv(admin_client):
         reverse("admin:observability_toolinvocation_changelist"), {"tool_name": "dify_retrieval"}
     )
     assert f"{url}?tool_name=dify_retrieval" in listing.content.decode()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "name", ["<img src=x onerror=alert(1)>", "a" + "\u0301" * 40, "🔥" * 10, "x" * 151, "tab\tname"]
+)
+def test_a_hostile_agent_name_is_refused_when_its_token_is_issued(name):
+    from django.contrib.auth import get_user_model
+
+    with pytest.raises(ValueError, match=r"^name: "):
+        tool_token_issue(name=name)
+    assert not get_user_model().objects.filter(username=name).exists()  # nothing half-written

@@ -72,3 +72,51 @@ def test_v009_knowledge_domain_columns():
         "updated_at",
         "created_at",
     }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rollups_built_before_the_agent_dimension_are_dropped_and_rebuilt_by_agent(django_user_model):
+    """0008 adds the agent to the daily rollups: days rolled up without it are dropped (their
+    sessions were counted across agents), then rebuilt with it; running it again is harmless."""
+    from datetime import date, datetime, timedelta
+
+    from django.db.migrations.executor import MigrationExecutor
+    from django.utils import timezone
+
+    from observability import rollups
+    from observability.models import InvocationDailyRollup, InvocationRollupDay, ToolInvocation
+
+    day = date(2026, 3, 9)
+    try:
+        executor = MigrationExecutor(connection)
+        executor.migrate([("observability", "0007_invocation_agent_public_id")])
+        old = executor.loader.project_state([("observability", "0007_invocation_agent_public_id")]).apps
+        old.get_model("observability", "InvocationRollupDay").objects.create(
+            day=day, time_zone=timezone.get_current_timezone_name(), invocations=2
+        )
+        old.get_model("observability", "InvocationDailyRollup").objects.create(
+            day=day, kind="level", tool_name="lookup_knowledge", calls=2
+        )
+        executor = MigrationExecutor(connection)
+        executor.migrate([("observability", "0008_rollup_agent")])
+        assert InvocationDailyRollup.objects.count() == 0 and InvocationRollupDay.objects.count() == 0
+        # Backwards and forwards again: still consistent, nothing left half-built.
+        MigrationExecutor(connection).migrate([("observability", "0007_invocation_agent_public_id")])
+        MigrationExecutor(connection).migrate([("observability", "0008_rollup_agent")])
+    finally:
+        call_command("migrate", verbosity=0)
+    agent = django_user_model.objects.create(username="after-migration")
+    start = datetime.combine(day, datetime.min.time()).replace(tzinfo=timezone.get_current_timezone())
+    for i, who in enumerate([agent, agent, None]):
+        ToolInvocation.objects.create(
+            tool_name="lookup_knowledge",
+            session_id="conv-42",
+            agent=who,
+            request={"query": "q"},
+            created_at=start + timedelta(hours=i + 1),
+        )
+    assert rollups.rollups_ensure([day]) == {day}
+    sessions = InvocationDailyRollup.objects.filter(day=day, kind="sessions", tool_name="", primary_domain="")
+    assert sorted(sessions.values_list("agent_id", "value", "calls"), key=str) == sorted(
+        [(agent.pk, 2, 1), (None, 1, 1)], key=str
+    )

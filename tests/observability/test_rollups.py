@@ -38,9 +38,15 @@ def test_plan_reads_short_ranges_and_unended_days_raw():
 
 
 @pytest.fixture
-def week(db):
-    """Calls over eight days, sessions within a day, two tools, two domains, errors, not found."""
+def week(db, django_user_model):
+    """Calls over eight days, sessions within a day, two tools, two domains, errors, not found,
+    two agents and calls without one (the agents reuse each other's session ids)."""
     levels = ["PRECISE", "HIGHLY_RELEVANT", "REFERENCE", "DEDUPED", None]
+    agents = [
+        django_user_model.objects.create(username="alpha"),
+        django_user_model.objects.create(username="<b>beta</b>" + "\u0301" * 40),
+        None,
+    ]
     n = 0
     for day in range(8):
         for i in range(9 + day):
@@ -59,17 +65,38 @@ def week(db):
                 query=f"查询 {i % 3}",
                 duration_ms=5 + (i * 13) % 40,
                 tool_name="lookup_knowledge" if i % 6 else "other_tool",
+                agent=agents[(i // 2) % 3],
             )
 
 
+def _agent_id(name: str | None) -> int | None:
+    from django.contrib.auth import get_user_model
+
+    if name is None:
+        return None
+    if name == "no agent":
+        return rollups.NO_AGENT
+    return get_user_model().objects.get(username=name).pk
+
+
 @pytest.mark.parametrize(
-    ("tool_name", "domain"),
-    [("lookup_knowledge", None), ("lookup_knowledge", "api"), (None, None), (None, "api")],
+    ("tool_name", "domain", "agent"),
+    [
+        ("lookup_knowledge", None, None),
+        ("lookup_knowledge", "api", None),
+        (None, None, None),
+        (None, "api", None),
+        ("lookup_knowledge", None, "alpha"),
+        (None, "api", "alpha"),
+        (None, None, "no agent"),
+    ],
 )
 def test_rolled_up_dashboard_equals_counting_raw_rows(
-    week, tool_name, domain, django_capture_on_commit_callbacks
+    week, tool_name, domain, agent, django_capture_on_commit_callbacks
 ):
-    filters = InvocationFilter(start=NOW - timedelta(days=7), end=NOW, tool_name=tool_name, domain=domain)
+    filters = InvocationFilter(
+        start=NOW - timedelta(days=7), end=NOW, tool_name=tool_name, domain=domain, agent=_agent_id(agent)
+    )
     raw = selectors.dashboard_data(filters=filters, use_rollups=False)
     assert raw["status"]["calls"] > 0
     with (
@@ -153,3 +180,162 @@ def test_a_dashboard_view_writes_nothing(week, django_capture_on_commit_callback
     # The missing days were read raw and their build queued, not built by the view.
     assert len(queued) == 1
     assert InvocationRollupDay.objects.count() == 0 and InvocationDailyRollup.objects.count() == 0
+
+
+def _week_rows(filters: InvocationFilter) -> list[ToolInvocation]:
+    return list(selectors.invocations_filtered(filters=filters))
+
+
+def test_the_agent_breakdown_counts_each_agents_calls(week):
+    filters = InvocationFilter(start=NOW - timedelta(days=7), end=NOW, tool_name=None)
+    with mock.patch("django.utils.timezone.now", return_value=NOW):
+        rollups.rollups_ensure([date(2026, 3, d) for d in range(4, 10)])
+        data = selectors.dashboard_data(filters=filters)
+    assert data == selectors.dashboard_data(filters=filters, use_rollups=False)
+    expected = {}
+    for row in _week_rows(filters):
+        key = row.agent_id or rollups.NO_AGENT
+        e = expected.setdefault(key, {"calls": 0, "errors": 0, "answered": 0, "not_found": 0, "doc": 0})
+        e["calls"] += 1
+        if row.status == ToolInvocation.Status.ERROR:
+            e["errors"] += 1
+            continue
+        e["answered"] += 1
+        e["not_found"] += row.relevance_level is None
+        e["doc"] += row.dedup_reason == "doc_retrieved"
+    got = {
+        r["agent"]: {
+            "calls": r["calls"],
+            "errors": r["errors"],
+            "answered": r["answered"],
+            "not_found": r["levels"]["not found"],
+            "doc": r["dedup"]["doc_retrieved"],
+        }
+        for r in data["agents"]
+    }
+    assert got == expected and len(got) == 3
+    by_agent = {r["agent"]: r for r in data["agents"]}
+    for key, e in expected.items():
+        assert by_agent[key]["not_found_rate"] == round(100.0 * e["not_found"] / e["answered"], 1)
+    names = {r["name"] for r in data["agents"]}
+    assert names == {"alpha", "<b>beta</b>" + "\u0301" * 40, ""}
+    # Most calls first.
+    assert [r["calls"] for r in data["agents"]] == sorted((r["calls"] for r in data["agents"]), reverse=True)
+
+
+def test_two_agents_sessions_of_the_same_id_are_two_sessions(week):
+    filters = InvocationFilter(start=NOW - timedelta(days=7), end=NOW, tool_name=None)
+    rows = _week_rows(filters)
+    with mock.patch("django.utils.timezone.now", return_value=NOW):
+        rollups.rollups_ensure([date(2026, 3, d) for d in range(4, 10)])
+        sessions = selectors.dashboard_data(filters=filters)["sessions"]
+    # Per day (rollups count a session per day) and per agent: the fixture's session ids repeat
+    # across agents, so counting by id alone would give fewer.
+    per_day_agent = {(timezone.localtime(r.created_at).date(), r.agent_id, r.session_id) for r in rows}
+    per_day_id = {(timezone.localtime(r.created_at).date(), r.session_id) for r in rows}
+    assert sessions["sessions"] == len(per_day_agent) > len(per_day_id)
+
+
+def _nearest_rank(values: list[int], q: int) -> int:
+    import math
+
+    ordered = sorted(values)
+    return ordered[max(1, math.ceil(q / 100 * len(ordered))) - 1]
+
+
+@pytest.mark.parametrize("agent", [None, "alpha"])
+def test_latency_over_time_is_p50_and_p95_of_each_day(week, agent):
+    filters = InvocationFilter(start=NOW - timedelta(days=7), end=NOW, agent=_agent_id(agent))
+    with mock.patch("django.utils.timezone.now", return_value=NOW):
+        rollups.rollups_ensure([date(2026, 3, d) for d in range(4, 10)])
+        over_time = selectors.dashboard_data(filters=filters)["latency_over_time"]
+    assert over_time == selectors.dashboard_data(filters=filters, use_rollups=False)["latency_over_time"]
+    by_day: dict[str, list[int]] = {}
+    for row in _week_rows(filters):
+        by_day.setdefault(timezone.localtime(row.created_at).strftime("%Y-%m-%d"), []).append(row.duration_ms)
+    assert over_time["bucket"] == "day" and len(over_time["x"]) == 8
+    for i, x in enumerate(over_time["x"]):
+        values = by_day.get(x, [])
+        assert over_time["calls"][i] == len(values)
+        assert over_time["p50"][i] == (_nearest_rank(values, 50) if values else None)
+        assert over_time["p95"][i] == (_nearest_rank(values, 95) if values else None)
+
+
+def test_latency_per_hour_for_short_ranges(db):
+    start = NOW - timedelta(hours=3)
+    for minutes, ms in [(5, 10), (10, 30), (20, 50), (70, 7)]:
+        ToolInvocationFactory(created_at=start + timedelta(minutes=minutes), duration_ms=ms)
+    over_time = selectors.dashboard_data(filters=InvocationFilter(start=start, end=NOW))["latency_over_time"]
+    assert over_time["bucket"] == "hour"
+    assert over_time["calls"][:3] == [3, 1, 0]
+    assert over_time["p50"][:3] == [30, 7, None] and over_time["p95"][:3] == [50, 7, None]
+
+
+def test_deleting_an_agent_keeps_rolled_up_days_equal_to_the_rows(week, django_user_model):
+    filters = InvocationFilter(start=NOW - timedelta(days=7), end=NOW, tool_name=None)
+    with mock.patch("django.utils.timezone.now", return_value=NOW):
+        rollups.rollups_ensure([date(2026, 3, d) for d in range(4, 10)])
+        django_user_model.objects.get(username="alpha").delete()  # its calls keep NULL as agent
+        rolled = selectors.dashboard_data(filters=filters)
+        raw = selectors.dashboard_data(filters=filters, use_rollups=False)
+    assert not InvocationDailyRollup.objects.filter(agent__username="alpha").exists()
+    # Its calls now count as calls without an agent, in both. Its sessions stay its own in the
+    # rolled-up days, while counting rows again merges them with same-id sessions of no agent.
+    assert {k: v for k, v in rolled.items() if k != "sessions"} == {
+        k: v for k, v in raw.items() if k != "sessions"
+    }
+    assert rolled["sessions"]["calls"] == raw["sessions"]["calls"]
+    assert rolled["sessions"]["sessions"] > raw["sessions"]["sessions"]
+
+
+def test_a_rebuild_is_idempotent(week):
+    day = date(2026, 3, 8)
+    fields = ("kind", "tool_name", "primary_domain", "agent_id", "status", "relevance_level", "dedup_reason")
+    fields += ("similarity_bin", "value", "query", "calls")
+
+    def snapshot():
+        return sorted(InvocationDailyRollup.objects.filter(day=day).values_list(*fields), key=str)
+
+    rollups.invocation_rollup_build(day=day)
+    first = snapshot()
+    rollups.invocation_rollup_build(day=day)
+    assert snapshot() == first and InvocationRollupDay.objects.filter(day=day).count() == 1
+    assert {agent for _, _, _, agent, *_ in first} >= {None}
+    assert len({agent for _, _, _, agent, *_ in first}) == 3
+
+
+@pytest.mark.parametrize("agent", ["alpha", "no agent"])
+def test_the_invocation_lists_charts_for_one_agent_read_rollups_and_equal_the_rows(week, admin_client, agent):
+    from django.urls import reverse
+
+    from observability.links import agent_params
+
+    with mock.patch("django.utils.timezone.now", return_value=NOW):
+        rollups.rollups_ensure([date(2026, 3, d) for d in range(4, 10)])
+    start, end = NOW - timedelta(days=7), NOW
+    params = {
+        "from": start.isoformat(),
+        "to": end.isoformat(),
+        "tool_name": "lookup_knowledge",
+        **agent_params(_agent_id(agent)),
+    }
+    with (
+        mock.patch("django.utils.timezone.now", return_value=NOW),
+        # The rollup path only: counting the listed rows would fail.
+        mock.patch.object(selectors, "level_and_dedup_distributions", side_effect=AssertionError),
+    ):
+        response = admin_client.get(reverse("admin:observability_toolinvocation_changelist"), params)
+    assert response.status_code == 200
+    drawn = dict(
+        zip(*(response.context["figures"]["chart-relevance"]["data"][0][k] for k in ("x", "y")), strict=True)
+    )
+    rows = selectors.invocations_filtered(
+        filters=InvocationFilter(start=start, end=end, agent=_agent_id(agent))
+    ).exclude(status=ToolInvocation.Status.ERROR)
+    expected = {
+        label: rows.filter(relevance_level=value).count()
+        if value
+        else rows.filter(relevance_level=None).count()
+        for value, label in selectors.RELEVANCE_LEVELS
+    }
+    assert drawn == expected and sum(drawn.values()) > 0

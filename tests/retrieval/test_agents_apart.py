@@ -286,3 +286,30 @@ def test_narrowing_a_scope_hides_domains_the_session_already_retrieved(world, ho
     assert honest.client.get(f"/api/sessions/{session}/retrievals").json() == {
         "domains": {"api": ["api/error-codes.md"]}
     }
+
+
+def test_a_small_scope_among_large_domains_still_gets_its_documents(world, honest):
+    """The scope is a Milvus filter, not a cut after the search: with ``top_k`` 3 and twelve
+    closer documents in another domain, the scoped agent's one document is still found."""
+    for n in range(12):
+        world.add(
+            f"payment/refund-{n}.md",
+            title=f"退款到账说明 {n}",
+            domain="payment",
+            chunks=[f"退款到账时间：原路退回一般 {n + 1} 个工作日到账，退款到账以银行为准。"],
+        )
+    world.add(
+        "api/refund-api.md",
+        title="退款接口",
+        domain="api",
+        chunks=["POST /refunds 发起退款，退款结果通过回调通知。"],
+    )
+    profile = AgentProfile.objects.get(user__username=honest.name)
+    profile.allowed_domains.set([KnowledgeDomain.objects.get(domain_id="api")])
+    session = f"small-scope-{uuid.uuid4().hex[:6]}"
+    body = honest.client.post(
+        LOOKUP, {"query": "退款多久到账", "session_id": session, "top_k": 3}, format="json"
+    ).json()
+    assert body["found"] is True and body["primary"]["docKey"] == "api/refund-api.md"
+    recorded = ToolInvocation.objects.filter(agent__username=honest.name).latest("id").retrieval_details
+    assert {c["domain"] for c in recorded["l1_candidates"]} == {"api"}

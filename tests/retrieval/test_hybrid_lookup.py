@@ -67,6 +67,17 @@ def test_identifiers_are_evidence_across_scripts_and_can_only_raise(db):
     )
 
 
+def test_a_pasted_error_message_is_compared_with_a_document_quoting_it(db):
+    """An English error pasted as the question; a Chinese runbook quoting that error."""
+    terms = query_terms("Connection is not available, request timed out after 3000ms")
+    runbook = "连接池耗尽时，日志出现 Connection is not available, request timed out after 30000ms，请先检查慢查询。"
+    evidence = lexical_evidence(terms, runbook, query_script="latin")
+    assert evidence is not None and not evidence.same_script
+    assert evidence.coverage >= 0.6  # every quoted word found; the timeout value differs
+    # two words in a row are no quotation: no evidence either way
+    assert lexical_evidence(query_terms("connection timeout"), runbook, query_script="latin") is None
+
+
 @pytest.mark.parametrize(
     ("similarity", "coverage", "level"),
     [

@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 
 from knowledge.models import ApiDocument
-from knowledge.services import ingestion
+from knowledge.services import indexing
 from knowledge.services.ingestion import document_index, document_ingest
 from retrieval.services import lookup_knowledge
 from tests.conftest import SERVICES_MODE
@@ -71,7 +71,7 @@ def test_lookups_at_every_step_of_a_re_index_find_the_document(
         seen.append((step, status, body["found"], _versions(body)))
 
     # Lookups run while the run converts the new PDF and while it embeds its chunks
-    prepare = ingestion.document_version_prepare
+    prepare = indexing.document_version_prepare
 
     armed = []
 
@@ -80,8 +80,8 @@ def test_lookups_at_every_step_of_a_re_index_find_the_document(
         armed.append(True)  # from here on, the next encode is the run's
         return prepare(**kwargs)
 
-    monkeypatch.setattr(ingestion, "document_version_prepare", prepare_and_look)
-    embedder = ingestion.get_embedder()
+    monkeypatch.setattr(indexing, "document_version_prepare", prepare_and_look)
+    embedder = indexing.get_embedder()
     encode = embedder.encode
 
     looking = []

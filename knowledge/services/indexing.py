@@ -1,0 +1,385 @@
+"""Index documents: chunk, embed, upsert the vectors, swap the chunk rows and mark INDEXED, then
+delete the vectors of chunks that no longer exist. The work of the indexing tasks.
+
+``documents_index`` indexes several documents in one run (``knowledge.index_documents``, queued
+by the bulk paths); ``document_index`` is the same run for one (``knowledge.index_document``).
+A run goes through its documents in phases, so the model and Milvus see full batches:
+
+1. per document, under its lock: mark INDEXING, prepare the new version (a converted format goes
+   through one sandbox child reused for the run), chunk it;
+2. every chunk of every document embedded in batches of ``EMBEDDING_BATCH_SIZE``; when that
+   fails, each document is embedded on its own, so only the documents that fail end FAILED;
+3. one upsert of all the vectors;
+4. per document, one savepoint of the run's one transaction: swap the DocumentChunk rows, set
+   the new version's title and text, mark INDEXED (``indexed_at``); once that commits, the
+   surplus old vectors are deleted.
+
+Guarantees, per document, whatever happens to the others of its run:
+
+- a document that fails ends FAILED with the reason and leaves no vector of its new version
+  behind: a failure before the upsert writes nothing to Milvus; a failure after it deletes the
+  vectors no chunk row backs (or queues that, when Milvus does not answer);
+- a re-index swaps in atomically: until step 4 commits, the old chunk rows, text and vectors
+  answer lookups (the new vectors overwrite the old ones under the same ids, ``<doc_key>#<i>``);
+- a document whose lock another run holds is not waited for in a batch: it gets a run of its
+  own, queued at once;
+- a re-upload that overtakes the run wins: the run leaves that document to the re-upload's run.
+
+Milvus unreachable (temporary) raises TemporaryIndexError naming the documents still to do,
+unless ``final_attempt``, when they end FAILED with the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from knowledge.chunking import Chunk
+from knowledge.converters import ConversionError
+from knowledge.embeddings import EmbeddingError, get_embedder
+from knowledge.models import ApiDocument, DocumentChunk, chunk_id_for
+from knowledge.parsing import ParsedDocument
+from knowledge.services.chunk_preparation import (
+    chunk_embedding_texts,
+    chunk_rows,
+    chunk_vectors,
+    document_chunks,
+)
+from knowledge.services.document_metadata import document_indexed
+from knowledge.services.index_queue import index_queue_on_commit
+from knowledge.services.index_status import (
+    TemporaryIndexError,
+    document_index_failed,
+    document_status_set,
+    unexpected_reason,
+)
+from knowledge.services.locks import LockTimeout, document_lock
+from knowledge.services.vectors import (
+    document_vectors_prune,
+    document_vectors_prune_or_queue,
+    vectors_prune_queue,
+)
+from knowledge.services.versions import (
+    document_version_apply,
+    document_version_prepare,
+    document_version_refused,
+    metadata_merged,
+    version_sandbox,
+)
+from knowledge.vectorstore import VectorStoreError, VectorStoreMismatch, get_vector_store
+
+logger = logging.getLogger(__name__)
+
+#: how long a run of one document waits for another run of it to finish
+LOCK_WAIT_SECONDS = 600.0
+
+INDEXED, FAILED = ApiDocument.Status.INDEXED, ApiDocument.Status.FAILED
+SUPERSEDED, GONE, DEFERRED = "superseded", "gone", "deferred"
+
+
+@dataclass(frozen=True)
+class IndexResult:
+    #: INDEXED / FAILED, or superseded / gone (nothing to finish) / deferred (left to its own run)
+    status: str
+    chunk_count: int = 0
+    error: str = ""
+    stale_deleted: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    results: dict[int, IndexResult]
+    #: seconds per phase, for the whole run (chunk_s, embed_s, upsert_s, commit_s, prune_s)
+    timings: dict[str, float]
+
+
+@dataclass
+class _Run:
+    """One document's way through a run."""
+
+    document_id: int
+    repair: bool
+    document: ApiDocument | None = None
+    version: str = ""
+    recovering: bool = False
+    prepared: ParsedDocument | None = None
+    chunks: list[Chunk] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    vectors: np.ndarray | None = None
+    stale_ids: list[str] = field(default_factory=list)
+    #: set once this document's run has ended (early, or after its swap)
+    result: IndexResult | None = None
+
+    @property
+    def doc_key(self) -> str:
+        return self.document.doc_key if self.document is not None else ""
+
+    def fail(self, reason: str) -> None:
+        if self.version:
+            document_status_set(self.document_id, self.version, FAILED, reason)
+        else:  # failed before its row was read
+            document_index_failed(document_id=self.document_id, reason=reason)
+        self.result = IndexResult(status=FAILED, error=reason)
+
+
+def document_index(*, document_id: int, final_attempt: bool = True, repair: bool = False) -> IndexResult:
+    """Index one document (see the module docstring). Safe to run twice (same ids, same vectors).
+
+    Permanent failures (the model fails, the collection was built for another model) end FAILED
+    with the reason. ``repair`` (or a document left INDEXING/FAILED/with an error) makes the run
+    also delete vectors of the document that no chunk row backs, which costs a Milvus query.
+    """
+    batch = documents_index(entries=[(document_id, repair)], final_attempt=final_attempt)
+    return replace(batch.results[document_id], timings=batch.timings)
+
+
+def documents_index(*, entries: list[tuple[int, bool]], final_attempt: bool = True) -> BatchResult:
+    """Index the documents of ``entries`` ((id, repair) pairs) together; a result per document."""
+    runs = [_Run(document_id=i, repair=r) for i, r in _merged(entries)]
+    alone = len(runs) == 1
+    timings: dict[str, float] = defaultdict(float)
+    with ExitStack() as held:
+        sandbox = held.enter_context(version_sandbox())
+        for run in runs:  # in id order: two batch runs never wait for each other's locks
+            try:
+                held.enter_context(
+                    document_lock(document_id=run.document_id, timeout=LOCK_WAIT_SECONDS if alone else 0)
+                )
+            except LockTimeout as exc:
+                _lock_busy(run, exc, alone=alone, final_attempt=final_attempt)
+                continue
+            _isolated(run, alone, lambda r=run: _prepare(r, sandbox, timings))
+        _embed([r for r in runs if r.result is None], alone, timings)
+        _upsert([r for r in runs if r.result is None], alone, final_attempt, timings)
+        swapped = [r for r in runs if r.result is None]
+        # One commit for the run; each document's swap is a savepoint of it, so one that fails
+        # rolls back alone (and is recorded FAILED) while the others' swaps commit together.
+        with transaction.atomic():
+            for run in swapped:
+                _isolated(run, alone, lambda r=run: _swap(r, timings), after_upsert=True)
+        _prune([r for r in swapped if r.result.status in (INDEXED, GONE)], timings)
+    return BatchResult(results={r.document_id: r.result for r in runs}, timings=dict(timings))
+
+
+def _merged(entries) -> list[tuple[int, bool]]:
+    merged: dict[int, bool] = {}
+    for document_id, repair in entries:
+        merged[int(document_id)] = merged.get(int(document_id), False) or bool(repair)
+    return sorted(merged.items())
+
+
+def _lock_busy(run: _Run, exc: LockTimeout, *, alone: bool, final_attempt: bool) -> None:
+    if not alone:
+        # Another run of this document is under way: a run of its own waits for it, after.
+        index_queue_on_commit(run.document_id, repair=run.repair)
+        run.result = IndexResult(status=DEFERRED, error=str(exc))
+    elif final_attempt:
+        document_index_failed(document_id=run.document_id, reason=f"gave up waiting: {exc}")
+        run.result = IndexResult(status=FAILED, error=str(exc))
+    else:
+        raise TemporaryIndexError(str(exc), document_ids=[run.document_id]) from exc
+
+
+def _isolated(run: _Run, alone: bool, step, *, after_upsert: bool = False) -> None:
+    """Run one document's step; anything unexpected fails that document only, with the reason
+    recorded where staff look (and re-raised for the worker's log when it is the run's only one)."""
+    try:
+        step()
+    except Exception as exc:
+        logger.exception("indexing document %s failed", run.document_id)
+        try:
+            run.fail(unexpected_reason(exc))
+            if after_upsert and run.doc_key:
+                # Its new vectors are in Milvus but no chunk row of this version backs them.
+                document_vectors_prune_or_queue(doc_key=run.doc_key)
+        except Exception:
+            logger.exception("could not record the failure of document %s", run.document_id)
+        if alone:
+            raise
+
+
+def _prepare(run: _Run, sandbox, timings: dict[str, float]) -> None:
+    document = ApiDocument.objects.filter(id=run.document_id).first()
+    if document is None:
+        run.result = IndexResult(status=GONE)
+        return
+    run.document, run.version = document, document.content_hash
+    # A run that died mid-way (INDEXING left behind), failed or is being retried may have left
+    # vectors no chunk row knows of: such a run asks Milvus what the document holds. A normal run
+    # knows its stale ids from the previous chunk rows, which spares a Milvus query per document.
+    run.recovering = (
+        run.repair or document.status in (ApiDocument.Status.INDEXING, FAILED) or bool(document.error)
+    )
+    if not document_status_set(run.document_id, run.version, ApiDocument.Status.INDEXING):
+        run.result = IndexResult(status=SUPERSEDED)
+        return
+    try:  # a re-upload's text (PDF, DOCX...: converted in a sandbox), swapped in with its chunks
+        run.prepared = document_version_prepare(document=document, sandbox=sandbox)
+    except ConversionError as exc:
+        document_version_refused(document=document, version=run.version, reason=exc.reason)
+        run.result = IndexResult(status=FAILED, error=exc.reason)
+        return
+    if run.prepared is not None:
+        document.title, document.content = run.prepared.title, run.prepared.body
+        document.metadata = metadata_merged(document.metadata, run.prepared)
+    started = time.perf_counter()
+    run.chunks = document_chunks(document)
+    run.texts = chunk_embedding_texts(document, run.chunks)
+    timings["chunk_s"] += time.perf_counter() - started
+
+
+def _embed(runs: list[_Run], alone: bool, timings: dict[str, float]) -> None:
+    """Every chunk of ``runs`` embedded before anything is written: a failure leaves Milvus as it was."""
+    if not runs:
+        return
+    started = time.perf_counter()
+    try:
+        vectors = _encode([t for r in runs for t in r.texts])
+    except Exception as exc:
+        if alone:
+            _embedding_failed(runs[0], exc, alone=True)
+        else:
+            # Which document's text broke the batch? Each on its own: only those fail.
+            for run in runs:
+                try:
+                    run.vectors = _encode(run.texts)
+                except Exception as one:
+                    _embedding_failed(run, one, alone=False)
+    else:
+        offset = 0
+        for run in runs:
+            run.vectors = vectors[offset : offset + len(run.texts)]
+            offset += len(run.texts)
+    timings["embed_s"] += time.perf_counter() - started
+
+
+def _encode(texts: list[str]) -> np.ndarray:
+    return get_embedder().encode(texts, batch_size=settings.EMBEDDING_BATCH_SIZE)
+
+
+def _embedding_failed(run: _Run, exc: Exception, *, alone: bool) -> None:
+    if isinstance(exc, EmbeddingError):
+        run.fail(str(exc))
+        return
+    logger.exception("embedding document %s failed", run.document_id)
+    run.fail(unexpected_reason(exc))
+    if alone:
+        raise exc
+
+
+def _upsert(runs: list[_Run], alone: bool, final_attempt: bool, timings: dict[str, float]) -> None:
+    if not runs:
+        return
+    started = time.perf_counter()
+    try:
+        embedder = get_embedder()
+        store = get_vector_store()
+        store.ensure_collection(dim=embedder.dim, model_name=embedder.model_name)
+        store.upsert(
+            [
+                row
+                for r in runs
+                for row in chunk_vectors(r.document, r.chunks, vectors=r.vectors, texts=r.texts)
+            ]
+        )
+    except (EmbeddingError, VectorStoreMismatch) as exc:
+        for run in runs:
+            run.fail(str(exc))
+    except VectorStoreError as exc:
+        if not final_attempt:
+            for run in runs:
+                document_status_set(
+                    run.document_id, run.version, ApiDocument.Status.PENDING, f"will retry: {exc}"
+                )
+            raise TemporaryIndexError(str(exc), document_ids=[r.document_id for r in runs]) from exc
+        for run in runs:
+            run.fail(f"vector store unavailable: {exc}")
+            # Part of the upsert may have landed: pruned once Milvus answers (no chunk row backs it).
+            vectors_prune_queue(run.doc_key)
+    except Exception as exc:
+        logger.exception("upserting the vectors of %d documents failed", len(runs))
+        for run in runs:
+            run.fail(unexpected_reason(exc))
+            vectors_prune_queue(run.doc_key)
+        if alone:
+            raise
+    timings["upsert_s"] += time.perf_counter() - started
+
+
+def _swap(run: _Run, timings: dict[str, float]) -> None:
+    """The new chunk rows, text and status in one transaction; lookups see all or nothing."""
+    started = time.perf_counter()
+    document_id, prepared = run.document_id, run.prepared
+    with transaction.atomic():
+        current = ApiDocument.objects.select_for_update().filter(id=document_id).first()
+        if current is None:
+            run.result = IndexResult(status=GONE)
+        elif current.content_hash != run.version:
+            # Re-uploaded while we worked: that upload queued its own run, which (holding the same
+            # lock after us) overwrites these vectors and removes the surplus.
+            run.result = IndexResult(status=SUPERSEDED)
+        else:
+            previous = DocumentChunk.objects.filter(document_id=document_id)
+            run.stale_ids = [
+                chunk_id_for(run.doc_key, i)
+                for i in previous.values_list("chunk_index", flat=True)
+                if i >= len(run.chunks)
+            ]
+            previous.delete()
+            DocumentChunk.objects.bulk_create(chunk_rows(document_id, run.chunks))
+            current.status = INDEXED
+            current.error = ""
+            current.chunk_count = len(run.chunks)
+            current.indexed_at = timezone.now()
+            version_fields = document_version_apply(current=current, prepared=prepared)
+            current.save(
+                update_fields=["status", "error", "chunk_count", "indexed_at", "updated_at", *version_fields]
+            )
+            transaction.on_commit(lambda: document_indexed(document_id=document_id), robust=True)
+            run.result = IndexResult(status=INDEXED, chunk_count=len(run.chunks))
+    timings["commit_s"] += time.perf_counter() - started
+
+
+def _prune(runs: list[_Run], timings: dict[str, float]) -> None:
+    """The old versions' surplus vectors go only now, after the new ones are in and committed."""
+    if not runs:
+        return
+    started = time.perf_counter()
+    deleted: dict[int, int] = {}
+    known = [r for r in runs if r.result.status == INDEXED and not r.recovering]
+    stale = sorted(i for r in known for i in r.stale_ids)
+    try:
+        if stale:
+            get_vector_store().delete_chunks(stale)
+        deleted.update({r.document_id: len(r.stale_ids) for r in known})
+    except VectorStoreError:
+        logger.warning(
+            "could not delete stale vectors of %d documents now; queued", len(known), exc_info=True
+        )
+        for run in known:
+            vectors_prune_queue(run.doc_key)
+    for run in runs:
+        if run in known:
+            continue
+        # Gone while we worked, or a run after a failure: ask Milvus what the document holds.
+        try:
+            deleted[run.document_id] = document_vectors_prune(doc_key=run.doc_key)
+        except VectorStoreError:
+            logger.warning("could not delete stale vectors of %s now; queued", run.doc_key, exc_info=True)
+            vectors_prune_queue(run.doc_key)
+    for run in runs:
+        run.result = IndexResult(
+            status=run.result.status,
+            chunk_count=run.result.chunk_count,
+            stale_deleted=deleted.get(run.document_id, 0),
+        )
+    timings["prune_s"] += time.perf_counter() - started
