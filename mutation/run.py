@@ -54,7 +54,6 @@ PYTEST = [
     "pytest_django.plugin",
     "-p",
     "pytest_timeout",
-    "--reuse-db",
 ]
 
 
@@ -121,7 +120,11 @@ def test_env(target: Target) -> dict[str, str]:
 
 
 def test_command(target: Target) -> str:
-    return shlex.join([sys.executable, *PYTEST, *target.tests])
+    # The embedded mode keeps its SQLite test database between runs; on MariaDB each run gets a
+    # database of its own (config/settings_test.py: test_agentkb_<pid>), which --reuse-db would
+    # leave behind, one per mutant.
+    reuse = [] if target.services else ["--reuse-db"]
+    return shlex.join([sys.executable, *PYTEST, *reuse, *target.tests])
 
 
 def config_text(target: Target, timeout: float) -> str:

@@ -30,6 +30,7 @@ from observability.models import ToolInvocation
 from observability.services import invocation_record
 from retrieval.corpus import corpus_signature
 from retrieval.dify_conditions import ConditionError, MetadataCondition, keywords_of, metadata_condition_clean
+from retrieval.lookup_input import ONLY_INVISIBLE, invisible_only
 from retrieval.normalisation import similarity_from_l2
 from retrieval.thresholds import current_thresholds
 from retrieval.vector_search import l1_search
@@ -81,6 +82,8 @@ def dify_request_clean(body: Any) -> DifyRequest:
     if problem := _unicode_problem(query):
         raise _fail("query", problem)  # as REST refuses it: it can be neither embedded nor stored
     query = query.strip()
+    if invisible_only(query):
+        raise _fail("query", ONLY_INVISIBLE)  # as REST refuses it: it asks nothing
     if len(query) > settings.RETRIEVAL_MAX_QUERY_CHARS:
         raise _fail("query", f"at most {settings.RETRIEVAL_MAX_QUERY_CHARS} characters (it has {len(query)})")
 

@@ -5,6 +5,7 @@ naming the field (``lookup_input_clean``); and a request's values as they are re
 from __future__ import annotations
 
 import math
+import unicodedata
 from typing import Any
 
 from django.conf import settings
@@ -13,6 +14,28 @@ from django.core.exceptions import ValidationError
 MAX_TOP_K = 100
 MAX_SESSION_ID_CHARS = 128
 _RECORDED_TEXT = 4000
+ONLY_INVISIBLE = "This field may not be blank: it holds only invisible characters."
+
+# Characters that show nothing and are not whitespace to str.strip(): variation selectors, the
+# combining grapheme joiner, Hangul fillers, the blank Braille pattern (format characters, such
+# as zero-width spaces and joiners, the BOM and bidi marks, are found by their category).
+_INVISIBLE = frozenset(
+    [
+        *(0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x2800, 0x3164, 0xFFA0),
+        *range(0x180B, 0x1810),
+        *range(0xFE00, 0xFE10),
+        *range(0xE0100, 0xE01F0),
+    ]
+)
+
+
+def invisible_only(text: str) -> bool:
+    """Whether no character of ``text`` shows (a query of zero-width spaces, a BOM, bidi marks,
+    control characters...): such a query asks nothing, so it is refused like a blank one rather
+    than answered "not found"."""
+    return all(
+        ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf") or ord(ch) in _INVISIBLE for ch in text
+    )
 
 
 def session_id_clean(session_id: Any) -> str:
@@ -48,6 +71,8 @@ def lookup_input_clean(*, query: Any, session_id: Any, top_k: Any) -> tuple[str,
             errors["query"] = [problem]
         elif not cleaned_query:
             errors["query"] = ["This field may not be blank."]
+        elif invisible_only(cleaned_query):
+            errors["query"] = [ONLY_INVISIBLE]
         elif len(cleaned_query) > max_chars:
             errors["query"] = [
                 f"Ensure this field has no more than {max_chars} characters (it has {len(cleaned_query)})."

@@ -25,7 +25,9 @@ class _Session:
 
 
 class MemoryTracker(RetrievedDocTracker):
-    """Thread-safe: one lock around a dict of sessions. Idle sessions expire after ``ttl``."""
+    """Thread-safe: one lock around a dict of sessions. Idle sessions expire after ``ttl``
+    seconds; a ``ttl`` of 0 or less keeps them for the process's life, as the Redis store keeps
+    its keys without an expiry (a store forgetting at once would hand every document again)."""
 
     def __init__(self, *, ttl: int) -> None:
         self.ttl = ttl
@@ -33,14 +35,17 @@ class MemoryTracker(RetrievedDocTracker):
         self._lock = threading.Lock()
         self._swept = time.monotonic()
 
+    def _expired(self, session: _Session, now: float) -> bool:
+        return self.ttl > 0 and now - session.touched > self.ttl
+
     def _live(self, session_id: str, *, create: bool) -> _Session | None:
         now = time.monotonic()
         if now - self._swept > _SWEEP_EVERY:
-            for key in [k for k, s in self._sessions.items() if now - s.touched > self.ttl]:
+            for key in [k for k, s in self._sessions.items() if self._expired(s, now)]:
                 del self._sessions[key]
             self._swept = now
         session = self._sessions.get(session_id)
-        if session is not None and now - session.touched > self.ttl:
+        if session is not None and self._expired(session, now):
             del self._sessions[session_id]
             session = None
         if session is None and create:

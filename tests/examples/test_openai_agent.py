@@ -7,7 +7,6 @@ document over twice.
 
 import itertools
 import json
-import re
 import subprocess
 import sys
 
@@ -17,7 +16,7 @@ from observability.models import ToolInvocation
 from retrieval.selectors import executor_prompt_get, lookup_tool_definition
 from retrieval.tokens import tool_token_issue
 from tests.conftest import REPO
-from tests.retrieval.conftest import seed_documents
+from tests.retrieval.conftest import CJK, english_documents, seed_documents
 from tests.support.fake_openai import Reply, tool_call
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -109,32 +108,11 @@ ENGLISH_QUERIES = [
     "ERR_TIMEOUT",
     "connection pool exhausted",
 ]
-# CJK ideographs and the full-width punctuation Chinese text uses.
-CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
 
 
 def test_an_english_agent_loop_receives_no_chinese(corpus, live_server, fake_openai, settings):
     settings.AGENT_LANGUAGE = "en"
-    corpus.add(
-        "ops/connection-pool.md",
-        title="Database connection pool settings",
-        domain="ops",
-        keywords=["maximumPoolSize"],
-        chunks=["Database connection pool settings: how to configure the database connection pool size"],
-    )
-    corpus.add(
-        "ops/pool-exhaustion.md",
-        title="Connection pool exhaustion",
-        domain="ops",
-        chunks=["When the connection pool is exhausted: find slow queries and leaked connections"],
-    )
-    corpus.add(
-        "api/error-codes.md",
-        title="Gateway error codes",
-        domain="api",
-        keywords=["ERR_TIMEOUT"],
-        chunks=["ERR_TIMEOUT: the upstream service did not answer in time; the client should retry."],
-    )
+    english_documents(corpus)
     token = tool_token_issue(name="english-agent")
     queries = itertools.cycle(ENGLISH_QUERIES)
     fake_openai.responder = lambda body: Reply(

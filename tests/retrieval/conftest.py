@@ -9,6 +9,7 @@ helpers), without its chunker, so a test chooses its chunks; these tests depend 
 from __future__ import annotations
 
 import hashlib
+import re
 import uuid
 from dataclasses import dataclass
 
@@ -194,6 +195,43 @@ def seed_documents(corpus: Corpus) -> None:
         keywords=["退款"],
         chunks=["退款未到账、退款状态异常的处理步骤。"],
     )
+
+
+# CJK ideographs and the full-width punctuation Chinese text uses (，。（）《》「」、：): what an
+# English-speaking agent must never read.
+CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
+
+
+def english_documents(corpus: Corpus) -> None:
+    """A small English corpus (for the agent-language tests): a connection-pool document with a
+    keyword, one on pool exhaustion without, and gateway error codes with the exact keyword
+    ERR_TIMEOUT (a lookup of it is PRECISE)."""
+    corpus.add(
+        "ops/connection-pool.md",
+        title="Database connection pool settings",
+        domain="ops",
+        keywords=["maximumPoolSize"],
+        chunks=["Database connection pool settings: how to configure the database connection pool size"],
+    )
+    corpus.add(
+        "ops/pool-exhaustion.md",
+        title="Connection pool exhaustion",
+        domain="ops",
+        chunks=["When the connection pool is exhausted: find slow queries and leaked connections"],
+    )
+    corpus.add(
+        "api/error-codes.md",
+        title="Gateway error codes",
+        domain="api",
+        keywords=["ERR_TIMEOUT"],
+        chunks=["ERR_TIMEOUT: the upstream service did not answer in time; the client should retry."],
+    )
+
+
+@pytest.fixture
+def english_corpus(corpus) -> Corpus:
+    english_documents(corpus)
+    return corpus
 
 
 @pytest.fixture

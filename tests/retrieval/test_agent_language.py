@@ -22,9 +22,8 @@ from retrieval.mcp_server import build_server
 from retrieval.selectors import executor_prompt_get, lookup_tool_definition
 from retrieval.services import lookup_knowledge
 from tests.conftest import REPO, free_port
+from tests.retrieval.conftest import CJK
 
-# CJK ideographs and the full-width punctuation Chinese text uses (，。（）《》「」、：).
-CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
 PRINT_SETTINGS = (
     "import django; django.setup(); from django.conf import settings as s; print(s.AGENT_LANGUAGE); "
     "print(s.RETRIEVAL_HINT_PRECISE); print(s.RETRIEVAL_HINT_HIGHLY_RELEVANT); print(s.RETRIEVAL_HINT_REFERENCE)"
@@ -115,31 +114,6 @@ def test_a_username_without_a_user_gets_the_global_language(settings):
 def english(settings):
     settings.AGENT_LANGUAGE = "en"
     return settings
-
-
-@pytest.fixture
-def english_corpus(corpus):
-    corpus.add(
-        "ops/connection-pool.md",
-        title="Database connection pool settings",
-        domain="ops",
-        keywords=["maximumPoolSize"],
-        chunks=["Database connection pool settings: how to configure the database connection pool size"],
-    )
-    corpus.add(
-        "ops/pool-exhaustion.md",
-        title="Connection pool exhaustion",
-        domain="ops",
-        chunks=["When the connection pool is exhausted: find slow queries and leaked connections"],
-    )
-    corpus.add(
-        "api/error-codes.md",
-        title="Gateway error codes",
-        domain="api",
-        keywords=["ERR_TIMEOUT"],
-        chunks=["ERR_TIMEOUT: the upstream service did not answer in time; the client should retry."],
-    )
-    return corpus
 
 
 def _strings(value) -> list[str]:

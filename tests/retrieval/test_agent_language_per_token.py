@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 
 import httpx
 import pytest
@@ -21,26 +20,8 @@ from rest_framework.test import APIClient
 from retrieval.language import agent_language
 from retrieval.models import AgentProfile
 from retrieval.tokens import tool_token_issue
+from tests.retrieval.conftest import CJK, english_documents
 from tests.retrieval.test_mcp_server import LiveAsgi
-
-CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
-
-
-def _english_corpus(corpus):
-    corpus.add(
-        "ops/connection-pool.md",
-        title="Database connection pool settings",
-        domain="ops",
-        keywords=["maximumPoolSize"],
-        chunks=["Database connection pool settings: how to configure the database connection pool size"],
-    )
-    corpus.add(
-        "api/error-codes.md",
-        title="Gateway error codes",
-        domain="api",
-        keywords=["ERR_TIMEOUT"],
-        chunks=["ERR_TIMEOUT: the upstream service did not answer in time; the client should retry."],
-    )
 
 
 def _client(language: str | None):
@@ -85,7 +66,7 @@ def test_agent_language_reads_the_profile_and_falls_back_to_the_setting(settings
 @pytest.mark.django_db
 def test_over_rest_each_token_reads_its_own_language(corpus, settings):
     settings.AGENT_LANGUAGE = "zh"
-    _english_corpus(corpus)
+    english_documents(corpus)
     english = _rest_texts(_client("en")[0])
     chinese = _rest_texts(_client(None)[0])
     for name, text in english.items():
@@ -99,7 +80,7 @@ def test_over_rest_each_token_reads_its_own_language(corpus, settings):
 @pytest.mark.django_db
 def test_a_chinese_profile_under_an_english_setting_reads_chinese(corpus, settings):
     settings.AGENT_LANGUAGE = "en"
-    _english_corpus(corpus)
+    english_documents(corpus)
     texts = _rest_texts(_client("zh")[0])
     assert texts["executor"].startswith("# Executor 角色说明")
     assert texts["message"].startswith("找到 1 篇文档")
@@ -108,7 +89,7 @@ def test_a_chinese_profile_under_an_english_setting_reads_chinese(corpus, settin
 @pytest.mark.django_db(transaction=True)
 def test_over_mcp_http_lookups_and_prompts_follow_the_tokens_profile(corpus, settings):
     settings.AGENT_LANGUAGE = "zh"
-    _english_corpus(corpus)
+    english_documents(corpus)
     _, token = _client("en")
 
     async def run(server):

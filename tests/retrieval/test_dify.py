@@ -197,6 +197,7 @@ def test_a_wrong_key_is_403_code_1002(db):
     [
         ({"query": "x", "retrieval_setting": {"top_k": 1, "score_threshold": 0}}, "knowledge_id"),
         ({"knowledge_id": "*", "query": " ", "retrieval_setting": {"top_k": 1}}, "query"),
+        ({"knowledge_id": "*", "query": "\u200b\ufeff", "retrieval_setting": {"top_k": 1}}, "query"),
         ({"knowledge_id": "*", "query": "x"}, "retrieval_setting"),
         ({"knowledge_id": "*", "query": "x", "retrieval_setting": {"top_k": 0}}, "retrieval_setting.top_k"),
         (

@@ -28,6 +28,13 @@ def _post_raw(client, body: str | bytes):
         ('{"query": ' + "[" * 50_000 + "]" * 50_000 + ', "session_id": "s"}', 400, "parse_error", "nested"),
         # unicode that is not text: lone surrogates (JSON escapes let them through)
         ('{"query": "\\ud800abc", "session_id": "s"}', 400, "invalid", "query: Contains a character"),
+        # a query that shows nothing: zero-width space, BOM, zero-width joiner, a bidi mark
+        (
+            '{"query": " \\u200b\\ufeff\\u200d\\u200e ", "session_id": "s"}',
+            400,
+            "invalid",
+            "query: This field may not be blank: it holds only invisible characters.",
+        ),
         ('{"query": "ERR_TIMEOUT", "session_id": "\\udfff"}', 400, "invalid", "session_id: Contains a"),
         # bytes that are not UTF-8
         (b'{"query": "\xff\xfe", "session_id": "s"}', 400, "parse_error", "JSON parse error"),
@@ -60,7 +67,7 @@ def test_hostile_bodies_are_4xx_naming_the_field(agent_client, body, status, cod
         "ERR\u0000TIMEOUT",  # NUL
         "\u202eTUOEMIT_RRE\u202c",  # right-to-left override
         "e\u0301\u0301\u0301\u0301",  # stacked combining marks
-        "\ufeff\u200b\u200d",  # only invisible characters
+        "\u200bERR_TIMEOUT\u2060",  # zero-width characters around a visible query
     ],
 )
 def test_odd_but_valid_unicode_is_answered_and_recorded(agent_client, vector_store, query, session_id):

@@ -152,6 +152,11 @@ def test_over_http_an_explicit_session_id_is_used_and_bad_input_names_the_field(
 
     bad = asyncio.run(one_session({"query": "   "}))
     assert bad.isError and "query: This field may not be blank." in bad.content[0].text
+    invisible = asyncio.run(one_session({"query": "\u200b\ufeff\u2060"}))
+    assert invisible.isError
+    assert (
+        "query: This field may not be blank: it holds only invisible characters." in invisible.content[0].text
+    )
 
 
 @pytest.mark.parametrize(

@@ -103,6 +103,24 @@ def test_memory_store_forgets_idle_sessions():
     assert tracker.get_retrieved_domains("s1") == []
 
 
+@pytest.mark.parametrize("ttl", [0, -1])
+@pytest.mark.parametrize("backend", ["memory", pytest.param("redis", marks=pytest.mark.services)])
+def test_a_ttl_of_zero_or_less_keeps_sessions_in_both_stores(settings, redis_prefix, backend, ttl):
+    """RETRIEVAL_SESSION_TTL <= 0 means "never expire" in both stores (Redis keeps keys without
+    an expiry): the session still holds what it was given, so nothing is handed over twice."""
+    if backend == "memory":
+        tracker = MemoryTracker(ttl=ttl)
+    else:
+        tracker = RedisTracker.from_url(settings.REDIS_URL, ttl=ttl, prefix=redis_prefix)
+    tracker.mark_retrieved("s1", "api", "a.md")
+    time.sleep(0.05)
+    assert tracker.is_doc_retrieved("s1", "a.md")
+    assert tracker.get_retrieved_domains("s1") == ["api"]
+    if backend == "redis":
+        assert all(tracker.client.ttl(k) == -1 for k in tracker.keys("s1"))  # no expiry set
+        tracker.client.delete(*tracker.keys("s1"))
+
+
 @pytest.mark.services
 def test_redis_sessions_expire_when_idle_and_each_use_renews_them(settings, redis_prefix):
     tracker = RedisTracker.from_url(settings.REDIS_URL, ttl=100, prefix=redis_prefix)

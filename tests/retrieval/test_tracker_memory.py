@@ -86,6 +86,16 @@ def test_idle_sessions_are_swept_once_a_minute_by_whichever_call_comes_next(cloc
     assert tracker.session_count() == 4
 
 
+def test_with_a_ttl_of_zero_the_sweep_keeps_every_session(clock):
+    """TTL <= 0 is "never expire" (as in Redis): a day later, after sweeps, the session holds all."""
+    tracker = MemoryTracker(ttl=0)
+    tracker.mark_retrieved("old", "api", "a.md")
+    clock.now += 86400
+    tracker.mark_retrieved("new", "api", "b.md")  # a call after a minute: sweeps
+    assert tracker.session_count() == 2
+    assert tracker.snapshot("old").doc_keys == {"a.md"}
+
+
 def test_reading_an_unknown_session_does_not_create_it():
     tracker = MemoryTracker(ttl=3600)
     assert tracker.snapshot("nobody") == SessionRetrievals()
