@@ -26,28 +26,38 @@ MANUAL = "manual"
 
 
 def document_indexed(*, document_id: int) -> None:
-    """Call (on commit) once a document reached INDEXED.
+    """Call (on commit) once a document reached INDEXED: ``documents_indexed`` for one."""
+    documents_indexed(document_ids=[document_id])
 
-    Queues the filling of its covers / when_to_retrieve when its frontmatter lacks them (that
-    task then reports the domain changed); otherwise reports the domain changed at once.
+
+def documents_indexed(*, document_ids: list[int]) -> None:
+    """Call (on commit) once documents reached INDEXED, e.g. an indexing batch's.
+
+    Queues the filling of each one's covers / when_to_retrieve when its frontmatter lacks them
+    (that task then reports the domain changed); the domains of the others are reported changed
+    at once, each once however many of the batch's documents it holds.
     """
-    document = (
-        ApiDocument.objects.filter(pk=document_id)
-        .only("id", "domain", "status", "metadata", "content_hash")
-        .first()
+    documents = ApiDocument.objects.filter(pk__in=document_ids, status=ApiDocument.Status.INDEXED).only(
+        "id", "domain", "status", "metadata", "content_hash"
     )
-    if document is None or document.status != ApiDocument.Status.INDEXED:
-        return
-    if document_summary_needed(document=document):
+    changed: dict[str, None] = {}
+    for document in documents.order_by("id"):
+        if document_summary_needed(document=document):
 
-        def send() -> None:
-            from knowledge.tasks.domains import document_summary_fill_task
+            def send(document_id: int = document.id) -> None:
+                from knowledge.tasks.domains import document_summary_fill_task
 
-            document_summary_fill_task.delay(document_id)
+                document_summary_fill_task.delay(document_id)
 
-        transaction.on_commit(send)
-    else:
-        domain_documents_changed(domain_id=document.domain)
+            transaction.on_commit(send)
+        else:
+            changed[document.domain] = None
+    for domain_id in changed:
+        try:
+            domain_documents_changed(domain_id=domain_id)
+        except Exception:
+            # The documents are indexed and committed; the domain's next change redoes this.
+            logger.exception("could not refresh domain %s after indexing", domain_id)
 
 
 def _field_needed(metadata: dict, key: str, content_hash: str) -> bool:

@@ -2,7 +2,8 @@
 
 ``document_ingest`` parses the bytes, stores or replaces the ApiDocument (PENDING) with its
 original file and queues its indexing on commit (one task, or with the others of a bulk ingest
-when it is given an ``IndexQueue``); identical content (same hash) is left alone.
+when it is given an ``IndexQueue``, which then also reports the changed domains, once each);
+identical content (same hash) is left alone.
 ``document_delete`` deletes the row (chunks cascade), then its vectors once that is committed.
 
 Replacing a document is atomic for searchers: the upload stores the new bytes and hash only;
@@ -41,7 +42,10 @@ class IngestResult:
         return self.document.doc_key if self.document is not None else self.name
 
 
-def _domains_changed(*domain_ids: str) -> None:
+def _domains_changed(*domain_ids: str, index_queue: IndexQueue | None = None) -> None:
+    if index_queue is not None:  # a bulk ingest: once per domain, when its queue is sent
+        index_queue.domains_changed(*domain_ids)
+        return
     for domain_id in dict.fromkeys(d for d in domain_ids if d):
         # robust: a failing hook is logged; it must not undo or fail the upload that triggered it.
         transaction.on_commit(lambda d=domain_id: domains.domain_documents_changed(domain_id=d), robust=True)
@@ -94,7 +98,7 @@ def document_ingest(
         else:
             document_original_store(document=document, data=data, name=name)
             _queue(document.id, repair=False, index_queue=index_queue)
-            _domains_changed(document.domain)
+            _domains_changed(document.domain, index_queue=index_queue)
             return IngestResult(outcome=ADDED, name=name, document=document)
 
     if existing.content_hash == parsed.content_hash:
@@ -118,7 +122,7 @@ def document_ingest(
     existing.save()
     document_original_store(document=existing, data=data, name=name)
     _queue(existing.id, repair=repair, index_queue=index_queue)
-    _domains_changed(old_domain, existing.domain)
+    _domains_changed(old_domain, existing.domain, index_queue=index_queue)
     return IngestResult(outcome=UPDATED, name=name, document=existing)
 
 

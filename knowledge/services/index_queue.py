@@ -6,8 +6,12 @@
   ``INGEST_INDEX_BATCH_DOCUMENTS`` documents each, so the worker fills embedding batches and
   Milvus upserts across documents instead of paying a part-filled batch per document.
 
-A document is added to a queue only when its own upload commits (a rolled-back upload queues
-nothing), and the queue is sent when the caller's transaction commits. A broker that does not
+A bulk ingest's queue also collects the domains its files changed: each is refreshed once
+(document count, debounced summary request) when the queue is sent, not once per file, so a
+thousand files into one domain lock its row and queue its summary task once.
+
+A document (or a domain) is added to a queue only when its own upload commits (a rolled-back
+upload queues nothing), and the queue is sent when the caller's transaction commits. A broker that does not
 answer leaves the documents PENDING: the pending sweep (or ``reindex``) queues them again.
 """
 
@@ -58,6 +62,7 @@ class IndexQueue:
 
     def __init__(self) -> None:
         self._entries: dict[int, bool] = {}
+        self._domains: dict[str, None] = {}  # insertion-ordered set
 
     def add(self, document_id: int, *, repair: bool = False) -> None:
         """Queue ``document_id`` with the others once the write in progress commits."""
@@ -68,9 +73,28 @@ class IndexQueue:
         """Add a document whose row is written in the caller's own transaction (sent with it)."""
         self._entries[document_id] = self._entries.get(document_id, False) or repair
 
+    def domains_changed(self, *domain_ids: str) -> None:
+        """Refresh these domains when the queue is sent, once the write in progress commits."""
+        changed = [d for d in domain_ids if d]
+        if changed:
+            transaction.on_commit(lambda: self._domains.update(dict.fromkeys(changed)))
+
     @property
     def document_ids(self) -> list[int]:
         return sorted(self._entries)
+
+    def domains_refresh(self) -> None:
+        """Refresh each changed domain once (``domain_documents_changed``); sending does this."""
+        from knowledge.services.domains import domain_documents_changed
+
+        domain_ids, self._domains = list(self._domains), {}
+        for domain_id in domain_ids:
+            try:
+                domain_documents_changed(domain_id=domain_id)
+            except Exception:
+                # The uploads are committed: a count or summary request that failed is redone by
+                # the next change of the domain (its documents' indexing reports one).
+                logger.exception("could not refresh domain %s after a bulk ingest", domain_id)
 
     def send_on_commit(self) -> None:
         """Send what was added, once the caller's transaction commits (at once outside one)."""
@@ -79,6 +103,7 @@ class IndexQueue:
     def _send(self) -> None:
         from knowledge.tasks.indexing import index_documents
 
+        self.domains_refresh()
         entries, self._entries = self._entries, {}
         batches = index_batches(entries.items())
         for sent, batch in enumerate(batches):

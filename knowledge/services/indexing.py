@@ -53,7 +53,7 @@ from knowledge.services.chunk_preparation import (
     chunk_vectors,
     document_chunks,
 )
-from knowledge.services.document_metadata import document_indexed
+from knowledge.services.document_metadata import documents_indexed
 from knowledge.services.index_queue import index_queue_on_commit
 from knowledge.services.index_status import (
     TemporaryIndexError,
@@ -166,6 +166,9 @@ def documents_index(*, entries: list[tuple[int, bool]], final_attempt: bool = Tr
         with transaction.atomic():
             for run in swapped:
                 _isolated(run, alone, lambda r=run: _swap(r, timings), after_upsert=True)
+        indexed = [r.document_id for r in swapped if r.result.status == INDEXED]
+        if indexed:  # summaries and domain refreshes: each domain of the batch once
+            transaction.on_commit(lambda: documents_indexed(document_ids=indexed), robust=True)
         _prune([r for r in swapped if r.result.status in (INDEXED, GONE)], timings)
     return BatchResult(results={r.document_id: r.result for r in runs}, timings=dict(timings))
 
@@ -344,7 +347,6 @@ def _swap(run: _Run, timings: dict[str, float]) -> None:
             current.save(
                 update_fields=["status", "error", "chunk_count", "indexed_at", "updated_at", *version_fields]
             )
-            transaction.on_commit(lambda: document_indexed(document_id=document_id), robust=True)
             run.result = IndexResult(status=INDEXED, chunk_count=len(run.chunks))
     timings["commit_s"] += time.perf_counter() - started
 
