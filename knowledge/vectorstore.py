@@ -270,7 +270,13 @@ class VectorStore:
         index_params.add_index(
             field_name=SPARSE_FIELD, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25"
         )
-        self._call("create_collection", self.collection, schema=schema, index_params=index_params)
+        # The indexes are created unsynced, then the collection loaded: pymilvus's synced create
+        # polls every index with a 0.5 s sleep first (a second per collection) and asks for a
+        # timestamp milvus-lite does not implement (an ERROR traceback in its log). An empty
+        # collection's indexes are ready at once, and loading waits for them on a Milvus server.
+        self._call("create_collection", self.collection, schema=schema)
+        self._call("create_index", self.collection, index_params, sync=False)
+        self._call("load_collection", self.collection)
         self._call(
             "alter_collection_properties",
             self.collection,
