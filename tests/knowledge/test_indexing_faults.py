@@ -92,7 +92,7 @@ def _start_worker(*, queue: str, broker: str, settings, log_path: Path) -> subpr
         "CELERY_BROKER_URL": broker,
         # Short, so the killed worker's message comes back within the test; longer than the
         # indexing run, or a message still being worked on would be delivered again too.
-        "CELERY_BROKER_VISIBILITY_TIMEOUT": "15",
+        "CELERY_BROKER_VISIBILITY_TIMEOUT": "20",
         "MILVUS_URI": settings.MILVUS_URI,
         "MILVUS_COLLECTION": settings.MILVUS_COLLECTION,
         "AGENTKB_VAR_DIR": str(log_path.parent),
@@ -139,7 +139,7 @@ def test_a_worker_killed_mid_indexing_is_redelivered_and_leaves_no_duplicate_or_
 ):
     from config.celery import app
 
-    # A Redis database of this test's own: a 15 s visibility timeout must not redeliver the
+    # A Redis database of this test's own: a 20 s visibility timeout must not redeliver the
     # messages of other test runs sharing the machine's Redis.
     broker = "redis://127.0.0.1:6379/11"
     queue = f"test-kill-{uuid.uuid4().hex[:8]}"
@@ -159,8 +159,9 @@ def test_a_worker_killed_mid_indexing_is_redelivered_and_leaves_no_duplicate_or_
     try:
         with broker_at(broker):
             first = _start_worker(queue=queue, broker=broker, settings=settings, log_path=log_path)
-            # Given a large document being indexed by the worker
-            document_ingest(data=markdown("大文档", 300), name="payment/big.md")
+            # Given a large document being indexed by the worker (a few seconds of embedding: long
+            # enough to kill the worker mid-run, well inside the visibility timeout when run again)
+            document_ingest(data=markdown("大文档", 100), name="payment/big.md")
             document = ApiDocument.objects.get(doc_key="payment/big.md")
             deadline = time.monotonic() + 60
             while ApiDocument.objects.get(pk=document.pk).status != ApiDocument.Status.INDEXING:
