@@ -29,7 +29,9 @@ def _domain(domain_id: str) -> KnowledgeDomain:
 
 
 def test_a_bulk_upload_reports_each_domain_once_for_the_upload_and_once_for_its_indexing(vector_store):
-    files = [_file(f"pay-{i}.md", "payment") for i in range(6)] + [_file(f"ops-{i}.md", "ops") for i in range(4)]
+    files = [_file(f"pay-{i}.md", "payment") for i in range(6)] + [
+        _file(f"ops-{i}.md", "ops") for i in range(4)
+    ]
     files.append(("broken.md", b"---\ndomain: refused\ncovers: [unterminated\n---\n# x\n"))
 
     results = documents_upload(files=files)

@@ -1,0 +1,81 @@
+"""A batch never waits for a document another run holds: it indexes the others and hands that
+one to a run of its own, which indexes it once the lock is free. The lock is held from another
+thread (its own database connection: GET_LOCK on MariaDB, a file lock in the embedded mode), as a
+second worker would hold it. Vectors are counted in Milvus against the chunk rows."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connection
+
+from knowledge.models import ApiDocument, DocumentChunk
+from knowledge.services.documents import document_ingest
+from knowledge.services.index_queue import IndexQueue
+from knowledge.services.indexing import DEFERRED, INDEXED, documents_index
+from knowledge.services.locks import document_lock
+from tests.knowledge.test_ingestion import chunk_ids, markdown
+
+# Not a transactional test: what the batch queues on commit is captured and sent by the test once
+# the lock is free (sent at once, the deferred document's own run would wait for the lock here).
+pytestmark = pytest.mark.django_db
+
+
+class HeldLock:
+    """``document_lock`` taken by another thread until ``release``."""
+
+    def __init__(self, document_id: int) -> None:
+        self._taken, self._release = threading.Event(), threading.Event()
+        self._thread = threading.Thread(target=self._hold, args=(document_id,), daemon=True)
+
+    def _hold(self, document_id: int) -> None:
+        try:
+            with document_lock(document_id=document_id, timeout=5):
+                self._taken.set()
+                self._release.wait(60)
+        finally:
+            connection.close()  # this thread's own connection
+
+    def __enter__(self) -> HeldLock:
+        self._thread.start()
+        assert self._taken.wait(30), "the other thread did not get the lock"
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._release.set()
+        self._thread.join(30)
+
+
+def test_a_batch_indexes_the_others_and_defers_a_document_another_run_holds(
+    vector_store, django_capture_on_commit_callbacks
+):
+    first, held, last = (
+        document_ingest(
+            data=markdown(f"Doc {i}", 2), name=f"doc-{i}.md", index_queue=IndexQueue()
+        ).document.id
+        for i in range(3)
+    )
+
+    with HeldLock(held), django_capture_on_commit_callbacks(execute=False) as queued:
+        outcome = documents_index(entries=[(first, False), (held, False), (last, False)])
+
+    # The batch did not wait: the held document is deferred, untouched, the others indexed
+    statuses = {i: r.status for i, r in outcome.results.items()}
+    assert statuses == {first: INDEXED, held: DEFERRED, last: INDEXED}
+    assert "being indexed by another run" in outcome.results[held].error
+    held_doc = ApiDocument.objects.get(pk=held)
+    assert (held_doc.status, held_doc.chunk_count, vector_store.count(doc_key=held_doc.doc_key)) == (
+        ApiDocument.Status.PENDING,
+        0,
+        0,
+    )
+    # and a run of its own was queued for it (sent on commit; here, once the lock is free)
+    assert queued, "nothing was queued for the deferred document"
+    for send in queued:
+        send()
+
+    assert set(ApiDocument.objects.values_list("status", flat=True)) == {"INDEXED"}
+    for document in ApiDocument.objects.all():
+        assert vector_store.chunk_ids(doc_key=document.doc_key) == chunk_ids(document), document.doc_key
+    assert vector_store.count() == DocumentChunk.objects.count()
