@@ -12,17 +12,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from knowledge.models import KnowledgeDomain
+from retrieval.language import default_language, language_normalise
 
 
 @dataclass(frozen=True)
 class Agent:
     """``id`` is the user's primary key (None for a caller without a token: the ``lookup``
-    command, stdio MCP); ``domains`` the domains it may see (None: every domain)."""
+    command, stdio MCP); ``domains`` the domains it may see (None: every domain); ``language``
+    the one its profile names ("zh" / "en"; None: the global ``AGENT_LANGUAGE``)."""
 
     id: int | None
     name: str
     domains: frozenset[str] | None = None
     budget_id: str = ""  # the throttle budget's key (retrieval.throttling.agent_budget_id)
+    language: str | None = None
+
+    @property
+    def language_in_force(self) -> str:
+        """The language this agent is spoken to in (``retrieval.language.agent_language``'s rule)."""
+        return self.language or default_language()
 
     def memory_key(self, session_id: str) -> str:
         return memory_session_key(agent_id=self.id, agent=self.name, session_id=session_id)
@@ -39,11 +47,23 @@ def agent_domains(user_id: int) -> frozenset[str] | None:
 
 def agent_for_user(user) -> Agent:
     """The agent of an authenticated request's user (a token's owner, or staff using the API
-    with their admin session: staff are agents like any other there)."""
+    with their admin session: staff are agents like any other there). Its profile (domains and
+    language) is read in one query: every agent request pays it."""
+    from retrieval.models import AgentProfile
     from retrieval.throttling import agent_budget_id
 
+    language, domains = None, set()
+    rows = AgentProfile.objects.filter(user_id=user.pk).values_list("language", "allowed_domains__domain_id")
+    for profile_language, domain_id in rows:  # a row per allowed domain (one, None, when none)
+        language = language_normalise(profile_language)
+        if domain_id is not None:
+            domains.add(domain_id)
     return Agent(
-        id=user.pk, name=user.get_username(), domains=agent_domains(user.pk), budget_id=agent_budget_id(user)
+        id=user.pk,
+        name=user.get_username(),
+        domains=frozenset(domains) or None,
+        budget_id=agent_budget_id(user),
+        language=language,
     )
 
 

@@ -54,7 +54,7 @@ class LookupKnowledgeApi(APIView):
             agent=agent.name,
             agent_id=agent.id,
             domains=agent.domains,
-            language=agent_language(request.user),
+            language=agent.language_in_force,
         )
         response = Response(outcome.body)
         response[INVOCATION_HEADER] = outcome.invocation_public_id

@@ -33,7 +33,6 @@ from mcp.server.transport_security import TransportSecuritySettings
 from knowledge.selectors import knowledge_map_build, planner_prompt_render
 from retrieval import agent_texts
 from retrieval.agents import Agent, agent_named
-from retrieval.language import agent_language
 from retrieval.mcp_http import AGENT_SCOPE_KEY, McpTokenAuth
 from retrieval.mcp_schema import lookup_arguments
 from retrieval.scopes import knowledge_map_scoped
@@ -83,19 +82,19 @@ def _field_errors(exc: ValidationError) -> str:
     return "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in exc.message_dict.items())
 
 
-def _token_agent(ctx: Context) -> str | None:
-    """The token's agent name over HTTP (its profile may set the agent-facing language); None on
+def _token_agent(ctx: Context) -> Agent | None:
+    """The token's agent over HTTP (its profile may set the agent-facing language); None on
     stdio, which has no token and speaks the global AGENT_LANGUAGE."""
     request = ctx.request_context.request
     caller = None if request is None else request.scope.get(AGENT_SCOPE_KEY)
-    return caller.name if isinstance(caller, Agent) and caller.id is not None else None
+    return caller if isinstance(caller, Agent) and caller.id is not None else None
 
 
-def _language(token_agent: str | None) -> str | None:
-    return agent_language(token_agent) if token_agent else None
+def _language(token_agent: Agent | None) -> str | None:
+    return token_agent.language_in_force if token_agent else None
 
 
-def _lookup_in_agent_language(*, token_agent: str | None, **kwargs):
+def _lookup_in_agent_language(*, token_agent: Agent | None, **kwargs):
     """The lookup service, answering in the language of the calling agent's profile."""
     return lookup_knowledge_service(**kwargs, language=_language(token_agent))
 
