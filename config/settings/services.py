@@ -29,7 +29,9 @@ DJANGO_REDIS_LOG_IGNORED_EXCEPTIONS = True
 # --- Celery ------------------------------------------------------------------------------------
 # The embedded default uses kombu's filesystem transport: a real worker process, no server.
 CELERY_FILESYSTEM_DIR = VAR_DIR / "celery"
-_default_broker = REDIS_URL or "filesystem://"
+# "localhost": the filesystem transport ignores the host, but kombu warns at every connection
+# ("No hostname was supplied") when the URL names none.
+_default_broker = REDIS_URL or "filesystem://localhost/"
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=_default_broker)
 if CELERY_BROKER_URL.startswith("filesystem://"):
     CELERY_BROKER_TRANSPORT_OPTIONS = {

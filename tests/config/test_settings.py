@@ -40,5 +40,5 @@ def test_embedded_default_needs_no_server(settings):
     if not os.environ.get("DATABASE_URL"):
         assert settings.DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
     if not os.environ.get("REDIS_URL"):
-        assert settings.CELERY_BROKER_URL == "filesystem://"
+        assert settings.CELERY_BROKER_URL == "filesystem://localhost/"
     assert not settings.MILVUS_URI.startswith("http") or os.environ.get("DATABASE_URL")
