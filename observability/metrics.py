@@ -85,6 +85,8 @@ class Facts:
     agents: Counter = field(default_factory=Counter)
     # (bucket start, duration_ms) -> calls: latency over time
     durations_over_time: Counter = field(default_factory=Counter)
+    # (agent id or None, duration_ms) -> calls: each agent's latency in the breakdown
+    agent_durations: Counter = field(default_factory=Counter)
 
     def add(self, other: Facts) -> Facts:
         self.levels.update(other.levels)
@@ -93,6 +95,7 @@ class Facts:
         self.sessions.update(other.sessions)
         self.agents.update(other.agents)
         self.durations_over_time.update(other.durations_over_time)
+        self.agent_durations.update(other.agent_durations)
         return self
 
 
@@ -281,7 +284,8 @@ def latency_over_time_from_facts(facts: Facts, *, filters: InvocationFilter) -> 
 
 def agents_from_facts(facts: Facts) -> list[dict]:
     """Per agent (id; NO_AGENT for calls without one): calls, errors, lookups by level, the
-    not-found rate (of lookups that ran), dedup reasons, Dify calls. Most calls first."""
+    not-found rate (of lookups that ran), dedup reasons, Dify calls, and the p50 / p95 latency of
+    all its calls. Most calls first."""
     level_labels = dict(RELEVANCE_LEVELS)
     dedup_labels = dict(DEDUP_REASONS)
     rows: dict[int, dict] = {}
@@ -310,7 +314,14 @@ def agents_from_facts(facts: Facts) -> list[dict]:
             row["levels"][label] = row["levels"].get(label, 0) + n
             dedup_label = dedup_labels.get(dedup, str(dedup))
             row["dedup"][dedup_label] = row["dedup"].get(dedup_label, 0) + n
+    durations: dict[int, Counter] = {}
+    for (agent, ms), n in facts.agent_durations.items():
+        if ms is not None and n:
+            durations.setdefault(NO_AGENT if agent is None else agent, Counter())[ms] += n
     for row in rows.values():
+        per_value = sorted(durations.get(row["agent"], Counter()).items())
+        total = sum(n for _, n in per_value)
+        row["p50_ms"], row["p95_ms"] = _percentile(per_value, total, 50), _percentile(per_value, total, 95)
         not_found = row["levels"][level_labels[None]]
         row["not_found"] = not_found
         row["not_found_rate"] = round(100.0 * not_found / row["answered"], 1) if row["answered"] else None

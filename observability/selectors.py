@@ -145,6 +145,14 @@ def _duration_facts(qs: QuerySet[ToolInvocation], *, bucket: str | None = None) 
     return durations, over_time
 
 
+def _agent_duration_facts(qs: QuerySet[ToolInvocation]) -> Counter:
+    """Calls by (agent, duration_ms): each agent's latency in the breakdown."""
+    counts: Counter = Counter()
+    for row in qs.values("agent_id", "duration_ms").annotate(n=Count("*")).order_by():
+        counts[(row["agent_id"], row["duration_ms"])] += row["n"]
+    return counts
+
+
 def _not_found_facts(qs: QuerySet[ToolInvocation]) -> Counter:
     rows = (
         _answered(qs)
@@ -179,6 +187,7 @@ def _raw_facts(qs: QuerySet[ToolInvocation], *, bucket: str | None) -> Facts:
         sessions=_session_facts(qs),
         agents=_agent_facts(qs),
         durations_over_time=durations_over_time,
+        agent_durations=_agent_duration_facts(qs),
     )
 
 
@@ -208,6 +217,8 @@ def _rollup_facts(*, days: list[date], filters: InvocationFilter, levels_only: b
     for r in rows(Kind.LATENCY).values("day", "value").annotate(n=Sum("calls")):
         facts.durations[r["value"]] += r["n"]
         facts.durations_over_time[(rollups.day_start(r["day"]), r["value"])] += r["n"]
+    for r in rows(Kind.LATENCY).values("agent_id", "value").annotate(n=Sum("calls")):
+        facts.agent_durations[(r["agent_id"], r["value"])] += r["n"]
     for r in rows(Kind.NOT_FOUND).exclude(tool_name=DIFY_TOOL).values("query").annotate(n=Sum("calls")):
         facts.not_found[r["query"]] += r["n"]
     for r in rows(Kind.SESSIONS).values("value").annotate(n=Sum("calls")):

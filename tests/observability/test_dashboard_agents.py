@@ -69,6 +69,18 @@ def test_the_breakdown_shows_each_agents_calls_levels_not_found_rate_and_dedup(a
     assert 'class="okb-clip" title="&lt;script&gt;' in hostile_row and "…" in hostile_row
 
 
+def test_the_breakdown_shows_each_agents_latency_p50_and_p95(admin_client, two_agents):
+    honest, hostile = two_agents
+    response = admin_client.get(reverse(URL), {"range": "24h"})
+    by_agent = {row["agent"]: row for row in response.context["data"]["agents"]}
+    # nearest rank over each agent's own calls (10/20/30, 40/50/60 and 70 ms)
+    assert (by_agent[honest.pk]["p50_ms"], by_agent[honest.pk]["p95_ms"]) == (20, 30)
+    assert (by_agent[hostile.pk]["p50_ms"], by_agent[hostile.pk]["p95_ms"]) == (50, 60)
+    assert (by_agent[NO_AGENT]["p50_ms"], by_agent[NO_AGENT]["p95_ms"]) == (70, 70)
+    rows = _rows(response.content.decode())
+    assert re.search(r'okb-agent-p50">20 ms<.*okb-agent-p95">30 ms<', rows[str(honest.pk)], re.S)
+
+
 def test_staff_filter_the_dashboard_by_agent_and_its_links_keep_the_agent(admin_client, two_agents):
     _, hostile = two_agents
     response = admin_client.get(reverse(URL), {"range": "24h", "agent": str(hostile.pk)})
