@@ -1,0 +1,145 @@
+"""The indexing tasks' retries and time limit (embedded mode: eager Celery, real embedder and
+milvus-lite; Milvus made unreachable by pointing at a closed port).
+
+Eagerly, Celery runs a retry at once (without its countdown) and logs it as the worker does,
+``retry: Retry in <countdown>s``: the test reads the delays from that log. The service-backed
+run proves the same against a real worker (test_vector_pruning.py, test_indexing_faults.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import pytest
+from celery.exceptions import SoftTimeLimitExceeded
+
+from config.celery import app
+from knowledge.models import ApiDocument
+from knowledge.services import indexing
+from knowledge.services.ingestion import document_ingest
+from knowledge.tasks.indexing import index_document, index_documents, prune_document_vectors
+from knowledge.vectorstore import reset_vector_store
+from tests.conftest import free_port
+from tests.knowledge.test_ingestion import chunk_ids, markdown
+
+pytestmark = pytest.mark.django_db
+#: Every retry of an indexing task, 5 s doubled each time (MAX_RETRIES = 5)
+BACKOFF = [5, 10, 20, 40, 80]
+
+
+@pytest.fixture
+def milvus_unreachable(settings):
+    settings.MILVUS_URI, settings.MILVUS_TIMEOUT = f"http://127.0.0.1:{free_port()}", 1
+    reset_vector_store()
+    yield
+    reset_vector_store()
+
+
+@pytest.fixture
+def not_propagated():
+    """The task's own outcome, as a worker records it, instead of its exception raised here."""
+    propagates, app.conf.task_eager_propagates = app.conf.task_eager_propagates, False
+    yield
+    app.conf.task_eager_propagates = propagates
+
+
+def _retry_delays(caplog, task_name: str) -> list[int]:
+    return [
+        int(m.group(1))
+        for r in caplog.records
+        if r.name == "celery.app.trace" and task_name in r.getMessage()
+        for m in [re.search(r"retry: Retry in (\d+)s", r.getMessage())]
+        if m
+    ]
+
+
+def _stored(name: str, capture) -> ApiDocument:
+    """Uploaded; its indexing (queued on commit) not run."""
+    with capture():
+        document_ingest(data=markdown(name, 2, words=f"{name} 的正文。"), name=name)
+    return ApiDocument.objects.get(doc_key=name)
+
+
+def test_indexing_retries_with_doubling_delays_while_milvus_is_down_then_fails_with_the_reason(
+    milvus_unreachable, not_propagated, django_capture_on_commit_callbacks, caplog
+):
+    document = _stored("a.md", django_capture_on_commit_callbacks)
+    with caplog.at_level(logging.INFO, logger="celery.app.trace"):
+        result = index_document.apply(args=(document.id,))
+
+    assert _retry_delays(caplog, "knowledge.index_document") == BACKOFF
+    assert result.get() == ApiDocument.Status.FAILED  # the last try gives up, and says why
+    document.refresh_from_db()
+    assert document.status == ApiDocument.Status.FAILED
+    assert document.error.startswith("vector store unavailable")
+
+
+def test_a_batch_retries_with_the_same_delays_while_milvus_is_down_then_fails_each_with_the_reason(
+    milvus_unreachable, not_propagated, django_capture_on_commit_callbacks, caplog
+):
+    first = _stored("a.md", django_capture_on_commit_callbacks)
+    second = _stored("b.md", django_capture_on_commit_callbacks)
+    with caplog.at_level(logging.INFO, logger="celery.app.trace"):
+        result = index_documents.apply(args=([[first.id, False], [second.id, False]],))
+
+    assert _retry_delays(caplog, "knowledge.index_documents") == BACKOFF
+    assert result.get() == {str(first.id): "FAILED", str(second.id): "FAILED"}
+    for document in (first, second):
+        document.refresh_from_db()
+        assert document.status == ApiDocument.Status.FAILED
+        assert document.error.startswith("vector store unavailable")
+
+
+def test_the_prune_task_retries_with_doubling_delays_while_milvus_is_down(
+    milvus_unreachable, not_propagated, caplog
+):
+    with caplog.at_level(logging.INFO, logger="celery.app.trace"):
+        result = prune_document_vectors.apply(args=("gone.md",))
+
+    assert _retry_delays(caplog, "knowledge.prune_document_vectors") == BACKOFF
+    assert result.failed()  # out of retries: the worker logs it; the nightly check repairs it
+
+
+def test_a_document_over_the_soft_time_limit_fails_with_that_reason(
+    vector_store, django_capture_on_commit_callbacks, monkeypatch
+):
+    document = _stored("a.md", django_capture_on_commit_callbacks)
+
+    def slow_chunking(document):
+        raise SoftTimeLimitExceeded()  # what Celery raises in the task when the soft limit passes
+
+    monkeypatch.setattr(indexing, "document_chunks", slow_chunking)
+    with pytest.raises(SoftTimeLimitExceeded):
+        index_document.apply(args=(document.id,))
+
+    document.refresh_from_db()
+    assert document.status == ApiDocument.Status.FAILED
+    assert document.error == "indexing took longer than CELERY_TASK_SOFT_TIME_LIMIT"
+    assert vector_store.count(doc_key="a.md") == 0
+
+
+def test_a_batch_over_the_soft_time_limit_queues_a_run_of_its_own_for_each_unfinished_document(
+    vector_store, django_capture_on_commit_callbacks, monkeypatch
+):
+    documents = [_stored(name, django_capture_on_commit_callbacks) for name in ("a.md", "b.md", "c.md")]
+    real_embed = indexing._embed
+
+    def embedding_too_slow(*args, **kwargs):
+        raise SoftTimeLimitExceeded()
+
+    monkeypatch.setattr(indexing, "_embed", embedding_too_slow)
+    with django_capture_on_commit_callbacks() as queued, pytest.raises(SoftTimeLimitExceeded):
+        index_documents.apply(args=([[d.id, False] for d in documents],))
+    assert len(queued) == 3  # one run each
+    assert vector_store.count() == 0
+
+    # When those runs go (the slow step is quick this time), every document is indexed
+    monkeypatch.setattr(indexing, "_embed", real_embed)
+    with django_capture_on_commit_callbacks(execute=True):
+        for send in queued:
+            send()
+    for document in documents:
+        document.refresh_from_db()
+        assert document.status == ApiDocument.Status.INDEXED
+        assert vector_store.chunk_ids(doc_key=document.doc_key) == chunk_ids(document)
