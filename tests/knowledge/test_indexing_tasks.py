@@ -15,11 +15,12 @@ import pytest
 from celery.exceptions import SoftTimeLimitExceeded
 
 from config.celery import app
+from knowledge.embeddings import get_embedder
 from knowledge.models import ApiDocument
 from knowledge.services import indexing
 from knowledge.services.ingestion import document_ingest
 from knowledge.tasks.indexing import index_document, index_documents, prune_document_vectors
-from knowledge.vectorstore import reset_vector_store
+from knowledge.vectorstore import ChunkVector, reset_vector_store
 from tests.conftest import free_port
 from tests.knowledge.test_ingestion import chunk_ids, markdown
 
@@ -123,19 +124,26 @@ def test_a_batch_over_the_soft_time_limit_queues_a_run_of_its_own_for_each_unfin
     vector_store, django_capture_on_commit_callbacks, monkeypatch
 ):
     documents = [_stored(name, django_capture_on_commit_callbacks) for name in ("a.md", "b.md", "c.md")]
-    real_embed = indexing._embed
+    # b.md was indexed before and a failed run left an orphan vector: its entry asks for a repair
+    with django_capture_on_commit_callbacks(execute=True):
+        indexing.document_index(document_id=documents[1].id)
+    orphan = ChunkVector("b.md#7", get_embedder().encode(["x"])[0].tolist(), "payment", "b.md", 7)
+    vector_store.upsert([orphan])
+    ApiDocument.objects.filter(id=documents[1].id).update(status=ApiDocument.Status.PENDING)
+    real_sandbox = indexing.version_sandbox
 
-    def embedding_too_slow(*args, **kwargs):
-        raise SoftTimeLimitExceeded()
+    def sandbox_too_slow():
+        raise SoftTimeLimitExceeded()  # the run's limit passes before any document is done
 
-    monkeypatch.setattr(indexing, "_embed", embedding_too_slow)
+    monkeypatch.setattr(indexing, "version_sandbox", sandbox_too_slow)
+    entries = [[documents[0].id, False], [documents[1].id, True], [documents[2].id, False]]
     with django_capture_on_commit_callbacks() as queued, pytest.raises(SoftTimeLimitExceeded):
-        index_documents.apply(args=([[d.id, False] for d in documents],))
+        index_documents.apply(args=(entries,))
     assert len(queued) == 3  # one run each
-    assert vector_store.count() == 0
 
-    # When those runs go (the slow step is quick this time), every document is indexed
-    monkeypatch.setattr(indexing, "_embed", real_embed)
+    # When those runs go (the slow step is quick this time), every document is indexed, and the
+    # orphan is gone: each run of its own repairs what the batch may have left
+    monkeypatch.setattr(indexing, "version_sandbox", real_sandbox)
     with django_capture_on_commit_callbacks(execute=True):
         for send in queued:
             send()
@@ -143,3 +151,13 @@ def test_a_batch_over_the_soft_time_limit_queues_a_run_of_its_own_for_each_unfin
         document.refresh_from_db()
         assert document.status == ApiDocument.Status.INDEXED
         assert vector_store.chunk_ids(doc_key=document.doc_key) == chunk_ids(document)
+
+
+@pytest.mark.parametrize(
+    "task", [index_document, index_documents, prune_document_vectors], ids=lambda t: t.name
+)
+def test_the_vector_tasks_are_acknowledged_only_once_they_have_run(task):
+    # A worker killed in the middle of one leaves the message on the broker, to be run again by
+    # the next worker (test_indexing_faults.py kills a real one). Safe: each is idempotent.
+    assert task.acks_late is True
+    assert app.conf.task_reject_on_worker_lost is True

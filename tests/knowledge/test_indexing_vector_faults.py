@@ -8,6 +8,11 @@ Celery; Milvus itself counted).
 - An unexpected error in the upsert: every document of the batch fails with the reason, each gets
   a prune queued for whatever part of the batch landed, and a run of one document re-raises it
   for the worker's log.
+- A swap that fails: the document ends FAILED with the reason and its new vectors go, in a batch
+  (the others indexed, even when that clean-up fails too) and in a run of one document (which
+  re-raises the error only after the failure is committed).
+- A batch prunes each document its own way (stale ids known from the old rows, or a repair that
+  asks Milvus), and the run's phase timings are durations inside the run.
 
 The commit's callbacks (what ``transaction.on_commit`` runs) are held and run by the test, so
 "queued" is what the commit would send and "carried out" is that task running.
@@ -16,13 +21,15 @@ The commit's callbacks (what ``transaction.on_commit`` runs) are held and run by
 from __future__ import annotations
 
 import logging
+import time
 
 import pytest
 
+from knowledge.embeddings import get_embedder
 from knowledge.models import ApiDocument
 from knowledge.services import indexing
 from knowledge.services.ingestion import document_index, document_ingest
-from knowledge.vectorstore import VectorStoreError, get_vector_store, reset_vector_store
+from knowledge.vectorstore import ChunkVector, VectorStoreError, get_vector_store, reset_vector_store
 from tests.knowledge.test_ingestion import chunk_ids, markdown
 from tests.knowledge.test_vector_prune_queue import eventually_held, prune_sends
 from tests.retrieval.test_lookup_faults import milvus  # noqa: F401 - the fixture
@@ -155,3 +162,85 @@ def test_an_unexpected_upsert_error_in_a_run_of_one_document_is_raised_for_the_w
     document.refresh_from_db()
     assert document.status == ApiDocument.Status.FAILED and "row builder broke" in document.error
     assert len(prune_sends(queued)) == 1
+
+
+def test_a_failed_clean_up_after_a_failed_swap_is_logged_and_the_rest_of_the_batch_is_indexed(
+    vector_store, django_capture_on_commit_callbacks, monkeypatch, caplog
+):
+    good = _uploaded("a.md", 2, django_capture_on_commit_callbacks)
+    bad = _uploaded("b.md", 2, django_capture_on_commit_callbacks)
+    real_rows = indexing.chunk_rows
+
+    def rows(document_id, chunks):
+        if document_id == bad.id:
+            raise RuntimeError("disk full while writing chunk rows")
+        return real_rows(document_id, chunks)
+
+    def clean_up_fails(*, doc_key):
+        raise RuntimeError(f"the clean-up of {doc_key} broke too")
+
+    monkeypatch.setattr(indexing, "chunk_rows", rows)
+    monkeypatch.setattr(indexing, "document_vectors_prune_or_queue", clean_up_fails)
+    with caplog.at_level(logging.ERROR), django_capture_on_commit_callbacks(execute=True):
+        batch = indexing.documents_index(entries=[(good.id, False), (bad.id, False)])  # no raise
+
+    assert batch.results[good.id].status == ApiDocument.Status.INDEXED
+    assert batch.results[bad.id].status == ApiDocument.Status.FAILED
+    bad.refresh_from_db()
+    assert bad.status == ApiDocument.Status.FAILED and "disk full" in bad.error
+    assert f"could not record the failure of document {bad.id}" in [r.getMessage() for r in caplog.records]
+    assert vector_store.chunk_ids(doc_key="a.md") == chunk_ids(good)
+
+
+def test_a_failed_swap_in_a_run_of_one_document_is_raised_and_its_new_vectors_go(
+    vector_store, django_capture_on_commit_callbacks, monkeypatch
+):
+    document = _uploaded("a.md", 2, django_capture_on_commit_callbacks)
+
+    def rows(document_id, chunks):
+        raise RuntimeError("disk full while writing chunk rows")
+
+    monkeypatch.setattr(indexing, "chunk_rows", rows)
+    with django_capture_on_commit_callbacks(execute=True), pytest.raises(RuntimeError, match="disk full"):
+        document_index(document_id=document.id)
+
+    document.refresh_from_db()
+    assert document.status == ApiDocument.Status.FAILED and "disk full" in document.error
+    assert vector_store.count(doc_key="a.md") == 0
+
+
+def test_a_run_reports_each_phase_s_seconds_and_they_add_up_to_no_more_than_the_run(
+    vector_store, django_capture_on_commit_callbacks
+):
+    _indexed("warm.md", 1, django_capture_on_commit_callbacks)  # the model loaded before timing
+    document = _indexed("a.md", 4, django_capture_on_commit_callbacks)
+    shorter = _uploaded("a.md", 1, django_capture_on_commit_callbacks)  # a prune to time
+
+    started = time.perf_counter()
+    result = document_index(document_id=shorter.id)
+    wall = time.perf_counter() - started
+
+    assert result.status == ApiDocument.Status.INDEXED and result.stale_deleted > 0
+    assert set(result.timings) == {"chunk_s", "embed_s", "upsert_s", "commit_s", "prune_s"}
+    assert all(0 <= seconds <= wall for seconds in result.timings.values()), (result.timings, wall)
+    assert sum(result.timings.values()) <= wall, (result.timings, wall)
+    assert vector_store.chunk_ids(doc_key="a.md") == chunk_ids(document)
+
+
+def test_a_batch_prunes_both_a_re_upload_s_surplus_and_a_repaired_document_s_orphans(
+    vector_store, django_capture_on_commit_callbacks
+):
+    shrunk = _indexed("a.md", 4, django_capture_on_commit_callbacks)
+    repaired = _indexed("b.md", 1, django_capture_on_commit_callbacks)
+    _uploaded("a.md", 1, django_capture_on_commit_callbacks)  # its stale ids known from its rows
+    # b.md: an orphan vector an earlier run left (only Milvus knows it: a repair asks)
+    orphan = ChunkVector("b.md#7", get_embedder().encode(["x"])[0].tolist(), "payment", "b.md", 7)
+    vector_store.upsert([orphan])
+
+    with django_capture_on_commit_callbacks(execute=True):
+        batch = indexing.documents_index(entries=[(shrunk.id, False), (repaired.id, True)])
+
+    assert batch.results[shrunk.id].stale_deleted > 0
+    assert batch.results[repaired.id].stale_deleted == 1
+    assert vector_store.chunk_ids(doc_key="a.md") == chunk_ids(shrunk)
+    assert vector_store.chunk_ids(doc_key="b.md") == chunk_ids(repaired)
