@@ -163,9 +163,17 @@ def documents_index(*, entries: list[tuple[int, bool]], final_attempt: bool = Tr
         swapped = [r for r in runs if r.result is None]
         # One commit for the run; each document's swap is a savepoint of it, so one that fails
         # rolls back alone (and is recorded FAILED) while the others' swaps commit together.
+        # A run of one document re-raises its failure (for the worker's log) only after that
+        # commit: raised inside the block, it would roll back the FAILED status and reason too.
+        failure: Exception | None = None
         with transaction.atomic():
             for run in swapped:
-                _isolated(run, alone, lambda r=run: _swap(r, timings), after_upsert=True)
+                try:
+                    _isolated(run, alone, lambda r=run: _swap(r, timings), after_upsert=True)
+                except Exception as exc:
+                    failure = exc
+        if failure is not None:
+            raise failure
         _prune([r for r in swapped if r.result.status in (INDEXED, GONE)], timings)
     return BatchResult(results={r.document_id: r.result for r in runs}, timings=dict(timings))
 

@@ -244,3 +244,25 @@ def test_a_batch_prunes_both_a_re_upload_s_surplus_and_a_repaired_document_s_orp
     assert batch.results[repaired.id].stale_deleted == 1
     assert vector_store.chunk_ids(doc_key="a.md") == chunk_ids(shrunk)
     assert vector_store.chunk_ids(doc_key="b.md") == chunk_ids(repaired)
+
+
+def test_a_failure_before_the_upsert_leaves_milvus_alone_and_queues_no_clean_up(
+    milvus,  # noqa: F811
+    django_capture_on_commit_callbacks,
+    monkeypatch,
+):
+    document = _uploaded("a.md", 2, django_capture_on_commit_callbacks)
+
+    def chunking_fails(document):
+        raise RuntimeError("chunker broke")
+
+    monkeypatch.setattr(indexing, "document_chunks", chunking_fails)
+    # Milvus down: a clean-up that asked it would be queued for later
+    milvus.stop()
+    reset_vector_store()
+    with django_capture_on_commit_callbacks() as queued, pytest.raises(RuntimeError, match="chunker"):
+        document_index(document_id=document.id)
+
+    document.refresh_from_db()
+    assert document.status == ApiDocument.Status.FAILED and "chunker broke" in document.error
+    assert prune_sends(queued) == []  # nothing of this run reached Milvus: nothing to clean up
