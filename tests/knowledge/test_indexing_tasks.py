@@ -161,3 +161,22 @@ def test_the_vector_tasks_are_acknowledged_only_once_they_have_run(task):
     # the next worker (test_indexing_faults.py kills a real one). Safe: each is idempotent.
     assert task.acks_late is True
     assert app.conf.task_reject_on_worker_lost is True
+
+
+def test_a_message_naming_only_the_document_is_a_normal_run_that_does_not_ask_milvus(
+    vector_store, django_capture_on_commit_callbacks, monkeypatch
+):
+    # (a message queued by hand, `celery call knowledge.index_document --args='[id]'`, or by an
+    # older release): its stale ids come from its chunk rows, as for an upload
+    with django_capture_on_commit_callbacks(execute=True):
+        document_ingest(data=markdown("A", 4), name="a.md")
+    document = _stored("a.md", django_capture_on_commit_callbacks)  # re-uploaded shorter (2)
+    asked = []
+    real = vector_store.chunk_ids
+    monkeypatch.setattr(vector_store, "chunk_ids", lambda **kw: asked.append(kw) or real(**kw))
+
+    assert index_document.apply(args=(document.id,)).get() == ApiDocument.Status.INDEXED
+
+    assert asked == []
+    monkeypatch.undo()
+    assert vector_store.chunk_ids(doc_key="a.md") == chunk_ids(document)
