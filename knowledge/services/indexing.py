@@ -38,6 +38,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -252,6 +253,10 @@ def _embed(runs: list[_Run], alone: bool, timings: dict[str, float]) -> None:
     started = time.perf_counter()
     try:
         vectors = _encode([t for r in runs for t in r.texts])
+    except SoftTimeLimitExceeded:
+        # The run's time is up (embedding is its slow step): not a document's fault. Raised to
+        # the task, which gives each unfinished document a run of its own.
+        raise
     except Exception as exc:
         if alone:
             _embedding_failed(runs[0], exc, alone=True)

@@ -180,3 +180,29 @@ def test_a_message_naming_only_the_document_is_a_normal_run_that_does_not_ask_mi
     assert asked == []
     monkeypatch.undo()
     assert vector_store.chunk_ids(doc_key="a.md") == chunk_ids(document)
+
+
+def test_a_batch_whose_embedding_passes_the_soft_time_limit_fails_no_document_and_requeues_each(
+    vector_store, django_capture_on_commit_callbacks, monkeypatch
+):
+    documents = [_stored(name, django_capture_on_commit_callbacks) for name in ("a.md", "b.md")]
+    real_encode = indexing._encode
+
+    def encoding_too_slow(texts):
+        raise SoftTimeLimitExceeded()  # the limit passes while the model encodes the batch
+
+    monkeypatch.setattr(indexing, "_encode", encoding_too_slow)
+    with django_capture_on_commit_callbacks() as queued, pytest.raises(SoftTimeLimitExceeded):
+        index_documents.apply(args=([[d.id, False] for d in documents],))
+    # Not the documents' fault: none is FAILED, each gets a run of its own
+    assert not ApiDocument.objects.filter(status=ApiDocument.Status.FAILED).exists()
+    assert len(queued) == 2
+
+    monkeypatch.setattr(indexing, "_encode", real_encode)
+    with django_capture_on_commit_callbacks(execute=True):
+        for send in queued:
+            send()
+    for document in documents:
+        document.refresh_from_db()
+        assert document.status == ApiDocument.Status.INDEXED
+        assert vector_store.chunk_ids(doc_key=document.doc_key) == chunk_ids(document)
