@@ -38,6 +38,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -163,12 +164,20 @@ def documents_index(*, entries: list[tuple[int, bool]], final_attempt: bool = Tr
         swapped = [r for r in runs if r.result is None]
         # One commit for the run; each document's swap is a savepoint of it, so one that fails
         # rolls back alone (and is recorded FAILED) while the others' swaps commit together.
+        # A run of one document re-raises its failure (for the worker's log) only after that
+        # commit: raised inside the block, it would roll back the FAILED status and reason too.
+        failure: Exception | None = None
         with transaction.atomic():
             for run in swapped:
-                _isolated(run, alone, lambda r=run: _swap(r, timings), after_upsert=True)
+                try:
+                    _isolated(run, alone, lambda r=run: _swap(r, timings), after_upsert=True)
+                except Exception as exc:
+                    failure = exc
         indexed = [r.document_id for r in swapped if r.result.status == INDEXED]
         if indexed:  # summaries and domain refreshes: each domain of the batch once
             transaction.on_commit(lambda: documents_indexed(document_ids=indexed), robust=True)
+        if failure is not None:
+            raise failure
         _prune([r for r in swapped if r.result.status in (INDEXED, GONE)], timings)
     return BatchResult(results={r.document_id: r.result for r in runs}, timings=dict(timings))
 
@@ -247,6 +256,10 @@ def _embed(runs: list[_Run], alone: bool, timings: dict[str, float]) -> None:
     started = time.perf_counter()
     try:
         vectors = _encode([t for r in runs for t in r.texts])
+    except SoftTimeLimitExceeded:
+        # The run's time is up (embedding is its slow step): not a document's fault. Raised to
+        # the task, which gives each unfinished document a run of its own.
+        raise
     except Exception as exc:
         if alone:
             _embedding_failed(runs[0], exc, alone=True)
