@@ -173,7 +173,7 @@ def documents_index(*, entries: list[tuple[int, bool]], final_attempt: bool = Tr
                     _isolated(run, alone, lambda r=run: _swap(r, timings), after_upsert=True)
                 except Exception as exc:
                     failure = exc
-        indexed = [r.document_id for r in swapped if r.result.status == INDEXED]
+        indexed = [r.document_id for r in swapped if r.result is not None and r.result.status == INDEXED]
         if indexed:  # summaries and domain refreshes: each domain of the batch once
             transaction.on_commit(lambda: documents_indexed(document_ids=indexed), robust=True)
         if failure is not None:
