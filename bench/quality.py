@@ -482,7 +482,7 @@ def _prepare_environment(folder: Path) -> None:
 
 def _ingest(dataset: Dataset) -> dict:
     from knowledge.models import ApiDocument, DocumentChunk
-    from knowledge.services.ingestion import document_ingest
+    from knowledge.services.documents import document_ingest
 
     started = time.perf_counter()
     for document in _progress(dataset.documents, f"{dataset.name}: ingest"):

@@ -1,6 +1,6 @@
 """Admin for documents: upload one file (add form) or many (bulk page: files or a .zip), watch
 indexing status, retry failures, delete with vectors. Every write goes through the services in
-knowledge.services.ingestion / uploads; this module only maps forms to them."""
+knowledge.services (documents, uploads, reindex); this module only maps forms to them."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from knowledge.admin.status import status_urls
 from knowledge.models import ApiDocument, DocumentOriginal
 from knowledge.parsing import DocumentParseError, normalise_doc_key, parse_document, validate_domain
 from knowledge.selectors import domain_ids_known
-from knowledge.services.ingestion import (
+from knowledge.services.documents import (
     ADDED,
     FAILED,
     UNCHANGED,
@@ -33,8 +33,8 @@ from knowledge.services.ingestion import (
     IngestResult,
     document_delete,
     document_ingest,
-    documents_reindex,
 )
+from knowledge.services.reindex import documents_reindex
 from knowledge.services.uploads import UploadRejected, documents_upload
 
 _OUTCOME_TEXT = {

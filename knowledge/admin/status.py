@@ -14,7 +14,7 @@ from django.utils.translation import gettext
 from django.views.decorators.http import require_GET, require_POST
 
 from knowledge.models import ApiDocument
-from knowledge.services.ingestion import documents_reindex
+from knowledge.services.reindex import documents_reindex
 
 # Ids one poll may ask about (a page lists at most a few hundred).
 MAX_POLLED = 500

@@ -9,7 +9,6 @@
 - ``vectors``: vectors no chunk row backs pruned, a document's removed; the collection
   recreated and checked.
 - ``reindex``: stored documents queued for indexing again.
-- ``ingestion``: the public names of the modules above in one import (scripts and tests).
 - ``uploads``: batches of files, zips and folders into documents, with the upload limits.
 - ``export``: documents back to files with their frontmatter.
 - ``locks``: the per-document lock that keeps two indexing runs of one document apart.

@@ -21,7 +21,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
-from knowledge.services.ingestion import document_ingest
+from knowledge.services.documents import document_ingest
 from retrieval.tokens import tool_token_issue
 
 FUZZ_EXAMPLES = int(os.environ.get("AGENTKB_FUZZ_EXAMPLES", "50"))

@@ -157,8 +157,8 @@ def test_check_deploy_is_clean_under_production_settings(tmp_path):
 def test_no_token_or_llm_key_appears_in_logs_or_recorded_invocations(
     settings, fake_openai, vector_store, caplog, django_capture_on_commit_callbacks
 ):
+    from knowledge.services.documents import document_ingest
     from knowledge.services.domains import domain_summary_regenerate
-    from knowledge.services.ingestion import document_ingest
     from tests.support.domain_map import good_answers
 
     llm_key = "sk-agentkb-" + secrets.token_hex(16)

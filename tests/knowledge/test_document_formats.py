@@ -11,7 +11,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from knowledge.models import ApiDocument, DocumentChunk, DocumentOriginal
-from knowledge.services.ingestion import UNCHANGED, document_ingest
+from knowledge.services.documents import UNCHANGED, document_ingest
 from tests.support import documents as files
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -23,7 +23,7 @@ from django.db import connection
 
 from knowledge.embeddings import get_embedder
 from knowledge.models import ApiDocument
-from knowledge.services.ingestion import document_ingest
+from knowledge.services.documents import document_ingest
 from knowledge.vectorstore import ChunkVector
 from tests.conftest import REPO, free_port, stop_process
 from tests.knowledge.test_indexing_worker import wait_until_settled

@@ -18,7 +18,7 @@ from config.celery import app
 from knowledge.embeddings import get_embedder
 from knowledge.models import ApiDocument
 from knowledge.services import indexing
-from knowledge.services.ingestion import document_ingest
+from knowledge.services.documents import document_ingest
 from knowledge.tasks.indexing import index_document, index_documents, prune_document_vectors
 from knowledge.vectorstore import ChunkVector, reset_vector_store
 from tests.conftest import free_port

@@ -28,7 +28,8 @@ import pytest
 from knowledge.embeddings import get_embedder
 from knowledge.models import ApiDocument
 from knowledge.services import indexing
-from knowledge.services.ingestion import document_index, document_ingest
+from knowledge.services.documents import document_ingest
+from knowledge.services.indexing import document_index
 from knowledge.vectorstore import ChunkVector, VectorStoreError, get_vector_store, reset_vector_store
 from tests.knowledge.test_ingestion import chunk_ids, markdown
 from tests.knowledge.test_vector_prune_queue import eventually_held, prune_sends

@@ -6,14 +6,8 @@ import pytest
 
 from knowledge.embeddings import get_embedder, reset_embedder
 from knowledge.models import ApiDocument, DocumentChunk, KnowledgeDomain
-from knowledge.services.ingestion import (
-    ADDED,
-    UNCHANGED,
-    UPDATED,
-    document_delete,
-    document_index,
-    document_ingest,
-)
+from knowledge.services.documents import ADDED, UNCHANGED, UPDATED, document_delete, document_ingest
+from knowledge.services.indexing import document_index
 from knowledge.vectorstore import ChunkVector
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -315,7 +309,7 @@ def test_an_unreachable_vector_store_is_retried_then_fails_with_the_reason(
     settings, django_capture_on_commit_callbacks
 ):
     from config.celery import app
-    from knowledge.services.ingestion import TemporaryIndexError
+    from knowledge.services.index_status import TemporaryIndexError
     from knowledge.tasks.indexing import index_document
     from knowledge.vectorstore import reset_vector_store
     from tests.conftest import free_port
@@ -347,7 +341,7 @@ def test_an_unreachable_vector_store_is_retried_then_fails_with_the_reason(
 
 
 def test_retrying_a_failed_document_clears_vectors_its_failed_run_left(vector_store):
-    from knowledge.services.ingestion import documents_reindex
+    from knowledge.services.reindex import documents_reindex
 
     document_ingest(data=markdown("A", 1), name="a.md")
     doc = ApiDocument.objects.get(doc_key="a.md")

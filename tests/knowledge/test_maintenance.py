@@ -11,7 +11,7 @@ from django.conf import settings as django_settings
 from django.core.management import CommandError, call_command
 
 from knowledge.models import ApiDocument, DocumentChunk
-from knowledge.services.ingestion import document_ingest
+from knowledge.services.documents import document_ingest
 from knowledge.services.maintenance import documents_pending_requeue, index_check
 from knowledge.vectorstore import ChunkVector
 from tests.knowledge.test_ingestion import chunk_ids, markdown

@@ -6,7 +6,7 @@ import pytest
 from django.core.management import call_command
 
 from knowledge.models import ApiDocument
-from knowledge.services.ingestion import document_ingest
+from knowledge.services.documents import document_ingest
 from knowledge.tasks.maintenance import sync_sources
 from tests.support import documents as files
 

@@ -1,5 +1,5 @@
 """Pruning a document's vectors that no chunk row backs, as the maintenance and indexing paths
-call it (``knowledge.services.ingestion.document_vectors_prune``): what it deletes, what it keeps,
+call it (``knowledge.services.vectors.document_vectors_prune``): what it deletes, what it keeps,
 and the count it reports, on a real milvus-lite collection and real chunk rows."""
 
 import hashlib
@@ -7,7 +7,7 @@ import hashlib
 import pytest
 
 from knowledge.models import ApiDocument, DocumentChunk, chunk_id_for
-from knowledge.services.ingestion import document_vectors_prune
+from knowledge.services.vectors import document_vectors_prune
 from knowledge.vectorstore import ChunkVector
 
 pytestmark = pytest.mark.django_db

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from knowledge.models import ApiDocument
-from knowledge.services.ingestion import document_delete, document_ingest
+from knowledge.services.documents import document_delete, document_ingest
 from knowledge.vectorstore import get_vector_store, reset_vector_store
 from tests.knowledge.test_indexing_worker import wait_until_settled
 from tests.knowledge.test_ingestion import chunk_ids, markdown

@@ -23,7 +23,7 @@ from django.test import Client
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
-from knowledge.services.ingestion import document_ingest
+from knowledge.services.documents import document_ingest
 from observability.models import InvocationFeedback, ToolInvocation
 from retrieval.tokens import tool_token_issue
 

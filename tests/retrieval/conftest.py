@@ -20,7 +20,7 @@ from rest_framework.test import APIClient
 from knowledge.chunking import Chunk
 from knowledge.embeddings import get_embedder
 from knowledge.models import ApiDocument, DocumentChunk
-from knowledge.services.ingestion import chunk_embedding_texts, chunk_rows, chunk_vectors
+from knowledge.services.chunk_preparation import chunk_embedding_texts, chunk_rows, chunk_vectors
 from knowledge.vectorstore import VectorStore
 from retrieval.corpus import corpus_signature_forget
 from retrieval.keyword_index import keyword_index_forget

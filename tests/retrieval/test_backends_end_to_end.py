@@ -16,7 +16,7 @@ from django.urls import reverse
 
 from knowledge.embeddings import get_embedder, reset_embedder
 from knowledge.models import ApiDocument
-from knowledge.services.ingestion import document_ingest
+from knowledge.services.documents import document_ingest
 from tests.knowledge.tiny_bge_m3 import HIDDEN, build_tiny_bge_m3
 
 LOOKUP = reverse("retrieval:lookup-knowledge")

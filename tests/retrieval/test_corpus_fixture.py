@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from knowledge.models import ApiDocument, DocumentChunk, chunk_id_for
-from knowledge.services.ingestion import document_ingest
+from knowledge.services.documents import document_ingest
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

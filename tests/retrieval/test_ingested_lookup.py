@@ -4,7 +4,7 @@ keywords and aliases reach L0, chunk vectors reach L1, a delete takes the docume
 import pytest
 
 from knowledge.models import ApiDocument
-from knowledge.services.ingestion import document_delete, document_ingest
+from knowledge.services.documents import document_delete, document_ingest
 from retrieval.services import lookup_knowledge
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -9,7 +9,8 @@ from django.db import connection
 
 from knowledge.models import ApiDocument
 from knowledge.services import indexing
-from knowledge.services.ingestion import document_index, document_ingest
+from knowledge.services.documents import document_ingest
+from knowledge.services.indexing import document_index
 from retrieval.services import lookup_knowledge
 from tests.conftest import SERVICES_MODE
 from tests.support import documents as files

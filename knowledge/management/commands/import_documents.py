@@ -14,7 +14,7 @@ from tqdm import tqdm
 
 from knowledge.management.commands._indexing import wait_for_indexing
 from knowledge.parsing import DocumentParseError, validate_domain
-from knowledge.services.ingestion import ADDED, FAILED, UNCHANGED, UPDATED
+from knowledge.services.documents import ADDED, FAILED, UNCHANGED, UPDATED
 from knowledge.services.uploads import UploadRejected, folder_items, items_ingest
 
 

@@ -13,7 +13,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from knowledge.management.commands._indexing import wait_for_indexing
 from knowledge.models import ApiDocument
-from knowledge.services.ingestion import documents_reindex, vector_collection_recreate
+from knowledge.services.reindex import documents_reindex
+from knowledge.services.vectors import vector_collection_recreate
 from knowledge.vectorstore import VectorStoreError
 
 

@@ -15,7 +15,7 @@ from tqdm import tqdm
 
 from knowledge.management.commands._indexing import wait_for_indexing
 from knowledge.parsing import DocumentParseError, validate_domain
-from knowledge.services.ingestion import FAILED
+from knowledge.services.documents import FAILED
 from knowledge.services.sync import DELETED, folder_sync
 from knowledge.services.uploads import UploadRejected
 

@@ -20,7 +20,7 @@ from django.core.management.base import BaseCommand
 import knowledge
 from config.env import VAR_DIR
 from knowledge.models import ApiDocument
-from knowledge.services.ingestion import FAILED
+from knowledge.services.documents import FAILED
 from knowledge.services.uploads import folder_items, items_ingest
 from retrieval.tokens import tool_token_issue
 
