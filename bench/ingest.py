@@ -350,7 +350,7 @@ def run(args, settings, folder: Path, processes: list[subprocess.Popen]) -> None
         queue.domains_refresh()  # what sending the queue does first: each changed domain once
         stages["ingest_s"] += time.perf_counter() - t
         for batch in index_batches((i, False) for i in queue.document_ids):
-            outcome = documents_index(entries=batch)
+            outcome = documents_index(entries=batch, final_attempt=True)
             for key, value in outcome.timings.items():
                 stages[key] += value
         pipeline_s = time.perf_counter() - started

@@ -143,8 +143,11 @@ def document_index(*, document_id: int, final_attempt: bool = True, repair: bool
     return replace(batch.results[document_id], timings=batch.timings)
 
 
-def documents_index(*, entries: list[tuple[int, bool]], final_attempt: bool = True) -> BatchResult:
-    """Index the documents of ``entries`` ((id, repair) pairs) together; a result per document."""
+def documents_index(*, entries: list[tuple[int, bool]], final_attempt: bool) -> BatchResult:
+    """Index the documents of ``entries`` ((id, repair) pairs) together; a result per document.
+
+    ``final_attempt``: no retry follows (Milvus down fails the documents instead of raising
+    TemporaryIndexError for the task to retry); every caller says which it is."""
     runs = [_Run(document_id=i, repair=r) for i, r in _merged(entries)]
     alone = len(runs) == 1
     timings: dict[str, float] = defaultdict(float)
@@ -173,9 +176,10 @@ def documents_index(*, entries: list[tuple[int, bool]], final_attempt: bool = Tr
                     _isolated(run, alone, lambda r=run: _swap(r, timings), after_upsert=True)
                 except Exception as exc:
                     failure = exc
-        indexed = [r.document_id for r in swapped if r.result is not None and r.result.status == INDEXED]
-        if indexed:  # summaries and domain refreshes: each domain of the batch once
-            transaction.on_commit(lambda: documents_indexed(document_ids=indexed), robust=True)
+        if swapped:  # summaries and domain refreshes, each domain of the batch once; it reads each
+            # document's status, so only those now INDEXED report
+            swapped_ids = [r.document_id for r in swapped]
+            transaction.on_commit(lambda: documents_indexed(document_ids=swapped_ids), robust=True)
         if failure is not None:
             raise failure
         _prune([r for r in swapped if r.result.status in (INDEXED, GONE)], timings)

@@ -5,12 +5,17 @@ second worker would hold it. Vectors are counted in Milvus against the chunk row
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
+from types import SimpleNamespace
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from knowledge.models import ApiDocument, DocumentChunk
+from knowledge.services import indexing, locks
 from knowledge.services.documents import document_ingest
 from knowledge.services.index_queue import IndexQueue
 from knowledge.services.indexing import DEFERRED, INDEXED, documents_index
@@ -50,15 +55,10 @@ class HeldLock:
 def test_a_batch_indexes_the_others_and_defers_a_document_another_run_holds(
     vector_store, django_capture_on_commit_callbacks
 ):
-    first, held, last = (
-        document_ingest(
-            data=markdown(f"Doc {i}", 2), name=f"doc-{i}.md", index_queue=IndexQueue()
-        ).document.id
-        for i in range(3)
-    )
+    first, held, last = _three_documents()
 
     with HeldLock(held), django_capture_on_commit_callbacks(execute=False) as queued:
-        outcome = documents_index(entries=[(first, False), (held, False), (last, False)])
+        outcome = documents_index(entries=[(first, False), (held, False), (last, False)], final_attempt=True)
 
     # The batch did not wait: the held document is deferred, untouched, the others indexed
     statuses = {i: r.status for i, r in outcome.results.items()}
@@ -79,3 +79,56 @@ def test_a_batch_indexes_the_others_and_defers_a_document_another_run_holds(
     for document in ApiDocument.objects.all():
         assert vector_store.chunk_ids(doc_key=document.doc_key) == chunk_ids(document), document.doc_key
     assert vector_store.count() == DocumentChunk.objects.count()
+
+
+def _three_documents() -> list[int]:
+    return [
+        document_ingest(
+            data=markdown(f"Doc {i}", 2), name=f"doc-{i}.md", index_queue=IndexQueue()
+        ).document.id
+        for i in range(3)
+    ]
+
+
+def test_a_batch_tries_a_held_lock_once_and_does_not_wait_for_it(
+    vector_store, monkeypatch, django_capture_on_commit_callbacks
+):
+    first, held, last = _three_documents()
+    waits: list[float] = []
+    monkeypatch.setattr(
+        locks,
+        "time",
+        SimpleNamespace(monotonic=time.monotonic, sleep=lambda s: (waits.append(s), time.sleep(s))),
+    )
+    with (
+        HeldLock(held),
+        CaptureQueriesContext(connection) as queries,
+        django_capture_on_commit_callbacks(execute=False),
+    ):
+        outcome = documents_index(entries=[(first, False), (held, False), (last, False)], final_attempt=True)
+
+    assert outcome.results[held].status == DEFERRED
+    if connection.vendor == "mysql":  # GET_LOCK's own timeout: 0 seconds
+        asked = [q["sql"] for q in queries if "GET_LOCK" in q["sql"] and f"index:{held}'" in q["sql"]]
+        assert asked and all(sql.replace(" ", "").endswith(",0)") for sql in asked), asked
+    else:  # the file lock polls: not once
+        assert waits == []
+
+
+def test_a_failure_to_report_the_indexed_documents_does_not_fail_the_batch(
+    vector_store, monkeypatch, caplog, django_capture_on_commit_callbacks
+):
+    ids = _three_documents()
+
+    def report_fails(*, document_ids):
+        raise RuntimeError("the domain report broke")
+
+    monkeypatch.setattr(indexing, "documents_indexed", report_fails)
+    with caplog.at_level(logging.ERROR), django_capture_on_commit_callbacks(execute=True):
+        outcome = documents_index(entries=[(i, False) for i in ids], final_attempt=True)
+
+    # the documents are indexed and their vectors in; the report's failure is only logged
+    assert {r.status for r in outcome.results.values()} == {INDEXED}
+    assert set(ApiDocument.objects.values_list("status", flat=True)) == {"INDEXED"}
+    assert vector_store.count() == DocumentChunk.objects.count()
+    assert "the domain report broke" in caplog.text

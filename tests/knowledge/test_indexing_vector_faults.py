@@ -133,7 +133,9 @@ def test_an_unexpected_upsert_error_fails_each_document_of_the_batch_and_queues_
 
     monkeypatch.setattr(indexing, "chunk_vectors", rows_fail)
     with django_capture_on_commit_callbacks() as queued:
-        batch = indexing.documents_index(entries=[(first.id, False), (second.id, False)])  # no raise
+        batch = indexing.documents_index(
+            entries=[(first.id, False), (second.id, False)], final_attempt=True
+        )  # no raise
 
     for document in (first, second):
         document.refresh_from_db()
@@ -183,7 +185,9 @@ def test_a_failed_clean_up_after_a_failed_swap_is_logged_and_the_rest_of_the_bat
     monkeypatch.setattr(indexing, "chunk_rows", rows)
     monkeypatch.setattr(indexing, "document_vectors_prune_or_queue", clean_up_fails)
     with caplog.at_level(logging.ERROR), django_capture_on_commit_callbacks(execute=True):
-        batch = indexing.documents_index(entries=[(good.id, False), (bad.id, False)])  # no raise
+        batch = indexing.documents_index(
+            entries=[(good.id, False), (bad.id, False)], final_attempt=True
+        )  # no raise
 
     assert batch.results[good.id].status == ApiDocument.Status.INDEXED
     assert batch.results[bad.id].status == ApiDocument.Status.FAILED
@@ -239,7 +243,9 @@ def test_a_batch_prunes_both_a_re_upload_s_surplus_and_a_repaired_document_s_orp
     vector_store.upsert([orphan])
 
     with django_capture_on_commit_callbacks(execute=True):
-        batch = indexing.documents_index(entries=[(shrunk.id, False), (repaired.id, True)])
+        batch = indexing.documents_index(
+            entries=[(shrunk.id, False), (repaired.id, True)], final_attempt=True
+        )
 
     assert batch.results[shrunk.id].stale_deleted > 0
     assert batch.results[repaired.id].stale_deleted == 1
