@@ -34,6 +34,9 @@ def test_question_and_function_words_are_dropped_but_the_words_after_them_are_ke
     assert list(_terms("what is the refund, refund 的 退款 ？ timeout")) == ["refund", "退款", "timeout"]
     assert query_terms("what is the") == ()
     assert query_terms("？！") == ()
+    # Punctuation NFKC leaves outside ASCII (CJK brackets, dashes, the ideographic full stop and
+    # comma) is cut into tokens of its own: none is a term.
+    assert list(_terms("《退款》——说明。、")) == ["退款", "说明"]
 
 
 def test_a_latin_run_stays_whole_without_its_trailing_punctuation():
@@ -109,8 +112,10 @@ def test_the_idf_table_is_read_once_per_process():
     assert lexical._idf.table is table and len(table) > 100_000
 
 
-def test_the_cached_terms_cannot_be_changed_by_a_caller():
-    """query_terms is cached: a lookup changing a term would change it for every later lookup."""
+def test_the_terms_are_cut_once_per_query_and_cannot_be_changed_by_a_caller():
+    """The lookup asks twice for a query's terms (the BM25 request, then the evidence): the second
+    ask is the first's answer. Shared so, a lookup changing a term would change every later one's."""
+    assert query_terms("refund timeout") is query_terms("refund timeout")
     term = query_terms("refund timeout")[0]
     with pytest.raises(dataclasses.FrozenInstanceError):
         term.weight = 0.0
