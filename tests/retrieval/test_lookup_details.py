@@ -3,16 +3,27 @@ durations of the call's own phases (none negative, together no more than the who
 Milvus up or down), and a keyword matching more documents than the lookup looks at in detail
 counts them all."""
 
+import time
+
 import pytest
 
 from knowledge.vectorstore import reset_vector_store
+from retrieval import tracker as tracker_module
 from retrieval.services import lookup_knowledge
+from retrieval.tracker import MemoryTracker
 from tests.conftest import free_port
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("seeds_rules")]
 
 # Phases that run one after another inside the call (db_ms spans lexical_ms and content_ms).
 PHASES = ("tracker_ms", "l0_ms", "embed_ms", "search_ms", "documents_ms", "lexical_ms", "content_ms")
+
+
+@pytest.fixture
+def corpus(reused_corpus):
+    """This module's corpus, on the collection the lookup tests share (it is emptied after each
+    test): the lookup, not the collection's creation, is what these tests time."""
+    return reused_corpus
 
 
 def test_phase_timings_are_durations_within_the_call(corpus, session_id):
@@ -31,6 +42,26 @@ def test_phase_timings_are_durations_within_the_call(corpus, session_id):
     assert sum(timings[name] for name in PHASES) <= timings["total_ms"] + 0.1, timings
     assert timings["lexical_ms"] + timings["content_ms"] <= timings["db_ms"] + 0.02, timings
     assert timings["db_ms"] <= timings["total_ms"] + 0.01, timings
+
+
+class _SlowMarks(MemoryTracker):
+    """The in-process store, each mark taking 30 ms longer (as a distant Redis might)."""
+
+    def mark_many(self, session_id, items):
+        time.sleep(0.03)
+        return super().mark_many(session_id, items)
+
+
+def test_tracker_ms_is_the_read_plus_the_mark(corpus, session_id, monkeypatch):
+    corpus.add(
+        "quota.md", title="配额说明", domain="api", keywords=["ZQ_QUOTA"], chunks=["租户配额上限的设置"]
+    )
+    monkeypatch.setattr(tracker_module, "_tracker", _SlowMarks(ttl=3600))
+    outcome = lookup_knowledge(query="ZQ_QUOTA 配额上限", session_id=session_id)
+    assert outcome.details["returned_doc_keys"] == ["quota.md"]
+    timings = outcome.details["timings"]
+    # The read takes microseconds, the mark 30 ms: their sum is at least the mark's time.
+    assert 30 <= timings["tracker_ms"] <= timings["total_ms"], timings
 
 
 def test_with_milvus_down_no_time_is_reported_for_embedding_or_search(corpus, session_id, settings):
