@@ -65,6 +65,7 @@ def test_phase_timings_are_given_to_the_hundredth_of_a_millisecond(corpus, sessi
             seen.setdefault(name, []).append(value)
     # A value to 0.01 ms lies on a tenth one time in ten: over eight calls, some value does not.
     for name in ("tracker_ms", "embed_ms", "search_ms", "total_ms"):
+        assert all(value == round(value, 2) for value in seen[name]), (name, seen[name])
         assert any(round(value, 1) != value for value in seen[name]), (name, seen[name])
 
 
@@ -149,6 +150,22 @@ def test_the_details_similarities_are_fs1_of_the_raw_scores_to_fixed_places(corp
     assert details["l1_top_similarity"] == round(similarity_from_l2(best, max_l2=max_l2), 4)
 
 
+def test_hybrid_details_give_a_candidate_s_coverage_to_four_places(corpus, session_id, settings):
+    from retrieval.lexical import lexical_evidence, query_terms
+
+    settings.RETRIEVAL_L1_MODE = "hybrid"
+    corpus.add(
+        "refund.md", title="退款处理指南", domain="payment", chunks=["退款申请提交后一般三到五个工作日到账。"]
+    )
+    query = "信用卡退款多久到账"  # 信用卡 is nowhere in the document
+    outcome = lookup_knowledge(query=query, session_id=session_id, dry_run=True)
+    refund = next(c for c in outcome.details["l1_candidates"] if c["doc_key"] == "refund.md")
+    text = "退款处理指南\n退款申请提交后一般三到五个工作日到账。"
+    expected = lexical_evidence(query_terms(query), text, query_script="cjk").coverage
+    assert 0 < expected < 1 and round(expected, 3) != round(expected, 4)
+    assert refund["coverage"] == round(expected, 4)
+
+
 def test_a_keyword_in_more_documents_than_looked_at_counts_them_all(corpus, session_id):
     # 51 documents naming the keyword: all counted, the 50 best-ranked looked at (docs/lookup.md).
     for i in range(51):
@@ -169,8 +186,6 @@ def test_hybrid_details_list_the_query_s_terms_with_weights_to_three_places(corp
         "refund.md", title="退款处理指南", domain="payment", chunks=["退款申请提交后一般三到五个工作日到账。"]
     )
     outcome = lookup_knowledge(query="退款多久到账", session_id=session_id)
-    refund = next(c for c in outcome.details["l1_candidates"] if c["doc_key"] == "refund.md")
-    assert 0 < refund["coverage"] <= 1 and refund["coverage"] == round(refund["coverage"], 4)
     shown = outcome.details["query_terms"]
     assert [text for text, _ in shown] == [t.text for t in query_terms("退款多久到账")]
     assert shown and all(weight == round(weight, 3) for _, weight in shown)
