@@ -106,12 +106,27 @@ class Corpus:
         ]
         DocumentChunk.objects.bulk_create(chunk_rows(document.id, parts))
         texts = chunk_embedding_texts(document, parts)
-        self.store.upsert(chunk_vectors(document, parts, vectors=get_embedder().encode(texts), texts=texts))
+        self.store.upsert(chunk_vectors(document, parts, vectors=_encode(texts), texts=texts))
         return document
 
     def delete(self, doc_key: str) -> None:
         ApiDocument.objects.filter(doc_key=doc_key).delete()
         self.store.delete_document(doc_key)
+
+
+# The embedder's vector of each text it was given in this process: the model is deterministic, so
+# a corpus written again by a later test gets the very vectors it got the first time, without the
+# embedder's run (the seeds' corpus is written by some twenty tests).
+_vectors: dict[tuple[str, str], list[float]] = {}
+
+
+def _encode(texts: list[str]) -> list[list[float]]:
+    embedder = get_embedder()
+    missing = [t for t in dict.fromkeys(texts) if (embedder.model_name, t) not in _vectors]
+    if missing:
+        for text, vector in zip(missing, embedder.encode(missing), strict=True):
+            _vectors[embedder.model_name, text] = vector
+    return [_vectors[embedder.model_name, t] for t in texts]
 
 
 @pytest.fixture
@@ -120,6 +135,45 @@ def corpus(vector_store) -> Corpus:
     embedder = get_embedder()
     vector_store.ensure_collection(dim=embedder.dim, model_name=embedder.model_name)
     return Corpus(vector_store)
+
+
+@pytest.fixture(scope="session")
+def _reused_collection():
+    """The name of one Milvus collection the lookup tests share (see ``reused_corpus``)."""
+    from django.conf import settings as django_settings
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    yield name
+    store = VectorStore(uri=django_settings.MILVUS_URI, collection=name)
+    try:
+        store.drop()
+    finally:
+        store.reset()
+
+
+@pytest.fixture
+def reused_corpus(settings, _reused_collection) -> Corpus:
+    """An empty corpus like ``corpus``, on a collection the lookup tests share and empty after
+    each test. Creating a collection costs a second (pymilvus waits half a second for each of
+    its two indexes), more than most lookup tests; deleted rows are gone from every search at
+    once, so an emptied collection answers as a fresh one does. A test module opts in by
+    defining its own ``corpus`` fixture returning this one (tests/retrieval/test_lookup.py)."""
+    from knowledge.vectorstore import get_vector_store, reset_vector_store
+
+    settings.MILVUS_COLLECTION = _reused_collection
+    reset_vector_store()
+    store = get_vector_store()
+    embedder = get_embedder()
+    store.ensure_collection(dim=embedder.dim, model_name=embedder.model_name)
+    yield Corpus(store)
+    # The test may have pointed the process's store elsewhere (Milvus down): empty the
+    # collection through this store, which still points at it.
+    try:
+        store.delete_chunks(sorted(store.chunk_ids()))
+        assert store.count() == 0, "the shared lookup collection was not emptied"
+    finally:
+        store.reset()
+        reset_vector_store()
 
 
 def seed_documents(corpus: Corpus) -> None:

@@ -18,6 +18,13 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("seeds_rules")]
 SCORE_WORDS = ("score", "similarity", "distance")
 
 
+@pytest.fixture
+def corpus(reused_corpus):
+    """This module's corpus, on the collection the lookup tests share (it is emptied after each
+    test): the lookup, not the collection's creation, is what these tests time."""
+    return reused_corpus
+
+
 def _memory_key(session_id):
     # A call without a token agent (as these are) keeps its session under the unnamed agent.
     return memory_session_key(agent_id=None, agent="", session_id=session_id)

@@ -20,6 +20,13 @@ QUERY = "ZQ_QUOTA_LIMIT 配额上限"
 KEYWORD = "ZQ_QUOTA_LIMIT"
 
 
+@pytest.fixture
+def corpus(reused_corpus):
+    """This module's corpus, on the collection the lookup tests share (it is emptied after each
+    test): the lookup, not the collection's creation, is what these tests time."""
+    return reused_corpus
+
+
 def _memory_key(session_id):
     return memory_session_key(agent_id=None, agent="", session_id=session_id)
 
