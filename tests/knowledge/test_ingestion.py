@@ -239,7 +239,9 @@ def test_moving_a_document_to_another_domain_moves_its_vectors_and_both_counts(v
     assert {h.doc_key for h in vector_store.search(query, top_k=5, domain="infrastructure")} == {"a.md"}
 
 
-def test_a_reupload_during_indexing_does_not_let_the_older_run_win(vector_store, monkeypatch):
+# The new version's hash sorts below and above the old one: the run compares them for equality.
+@pytest.mark.parametrize("new_hash", ["0" * 64, "f" * 64], ids=["lower-hash", "higher-hash"])
+def test_a_reupload_during_indexing_does_not_let_the_older_run_win(vector_store, monkeypatch, new_hash):
     document_ingest(data=markdown("A", 1), name="a.md")
     doc = ApiDocument.objects.get(doc_key="a.md")
     embedder = get_embedder()
@@ -247,7 +249,7 @@ def test_a_reupload_during_indexing_does_not_let_the_older_run_win(vector_store,
 
     def reupload_meanwhile(texts):
         # Another process stores a new version while this run embeds the old one.
-        ApiDocument.objects.filter(id=doc.id).update(content="# A\n\nnew version", content_hash="f" * 64)
+        ApiDocument.objects.filter(id=doc.id).update(content="# A\n\nnew version", content_hash=new_hash)
         return real(texts)
 
     with monkeypatch.context() as patch:
