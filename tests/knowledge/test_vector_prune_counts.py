@@ -21,13 +21,14 @@ def _vectors(doc_key: str, indexes) -> list[ChunkVector]:
     ]
 
 
-def _document_with_rows(doc_key: str, indexes) -> ApiDocument:
+def _document_with_rows(doc_key: str, indexes, *, status: str = ApiDocument.Status.PENDING) -> ApiDocument:
     document = ApiDocument.objects.create(
         doc_key=doc_key,
         title=doc_key,
         domain="api",
         content="x",
         content_hash=hashlib.sha256(b"x").hexdigest(),
+        status=status,
     )
     DocumentChunk.objects.bulk_create(
         DocumentChunk(document=document, chunk_index=i, content=f"chunk {i}") for i in indexes

@@ -11,7 +11,6 @@ refuses the message, the commit still stands and the failure is logged with the 
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 
@@ -24,10 +23,11 @@ from knowledge.services.vectors import document_vectors_prune_or_queue
 from knowledge.vectorstore import ChunkVector, VectorStoreError, get_vector_store, reset_vector_store
 from tests.conftest import free_port
 from tests.knowledge.test_indexing_faults import broker_at
+from tests.knowledge.test_vector_prune_counts import DIM, _vectors
+from tests.knowledge.test_vector_prune_counts import _document_with_rows as document_with_rows
 from tests.retrieval.test_lookup_faults import milvus  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.django_db
-DIM = 8
 QUEUE_REFUSED = "could not queue removal of the vectors of a.md"
 
 
@@ -35,26 +35,8 @@ def _ids(doc_key: str, indexes) -> set[str]:
     return {chunk_id_for(doc_key, i) for i in indexes}
 
 
-def _vectors(doc_key: str, indexes) -> list[ChunkVector]:
-    return [
-        ChunkVector(chunk_id_for(doc_key, i), [1.0] + [0.0] * (DIM - 1), "api", doc_key, i, f"chunk {i}")
-        for i in indexes
-    ]
-
-
 def _document_with_rows(doc_key: str, indexes) -> ApiDocument:
-    document = ApiDocument.objects.create(
-        doc_key=doc_key,
-        title=doc_key,
-        domain="api",
-        content="x",
-        content_hash=hashlib.sha256(b"x").hexdigest(),
-        status=ApiDocument.Status.INDEXED,
-    )
-    DocumentChunk.objects.bulk_create(
-        DocumentChunk(document=document, chunk_index=i, content=f"chunk {i}") for i in indexes
-    )
-    return document
+    return document_with_rows(doc_key, indexes, status=ApiDocument.Status.INDEXED)
 
 
 def _store_with(vectors: list[ChunkVector]):
