@@ -62,6 +62,18 @@ def _stored(name: str, capture) -> ApiDocument:
     return ApiDocument.objects.get(doc_key=name)
 
 
+def _send_and_assert_indexed(queued, documents, vector_store, capture) -> None:
+    """Send the runs a batch queued; then every document is INDEXED with exactly its chunk rows'
+    vectors in Milvus."""
+    with capture(execute=True):
+        for send in queued:
+            send()
+    for document in documents:
+        document.refresh_from_db()
+        assert document.status == ApiDocument.Status.INDEXED
+        assert vector_store.chunk_ids(doc_key=document.doc_key) == chunk_ids(document)
+
+
 def test_indexing_retries_with_doubling_delays_while_milvus_is_down_then_fails_with_the_reason(
     milvus_unreachable, not_propagated, django_capture_on_commit_callbacks, caplog
 ):
@@ -144,13 +156,7 @@ def test_a_batch_over_the_soft_time_limit_queues_a_run_of_its_own_for_each_unfin
     # When those runs go (the slow step is quick this time), every document is indexed, and the
     # orphan is gone: each run of its own repairs what the batch may have left
     monkeypatch.setattr(indexing, "version_sandbox", real_sandbox)
-    with django_capture_on_commit_callbacks(execute=True):
-        for send in queued:
-            send()
-    for document in documents:
-        document.refresh_from_db()
-        assert document.status == ApiDocument.Status.INDEXED
-        assert vector_store.chunk_ids(doc_key=document.doc_key) == chunk_ids(document)
+    _send_and_assert_indexed(queued, documents, vector_store, django_capture_on_commit_callbacks)
 
 
 @pytest.mark.parametrize(
@@ -199,10 +205,4 @@ def test_a_batch_whose_embedding_passes_the_soft_time_limit_fails_no_document_an
     assert len(queued) == 2
 
     monkeypatch.setattr(indexing, "_encode", real_encode)
-    with django_capture_on_commit_callbacks(execute=True):
-        for send in queued:
-            send()
-    for document in documents:
-        document.refresh_from_db()
-        assert document.status == ApiDocument.Status.INDEXED
-        assert vector_store.chunk_ids(doc_key=document.doc_key) == chunk_ids(document)
+    _send_and_assert_indexed(queued, documents, vector_store, django_capture_on_commit_callbacks)
