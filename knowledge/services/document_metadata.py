@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from knowledge.llm import LLMError, LLMUnavailable, get_llm_client
 from knowledge.models import ApiDocument
-from knowledge.services.domains import domain_documents_changed
+from knowledge.services.domains import domain_documents_changed, domains_documents_changed
 from knowledge.summaries import DocumentSummary, extractive_document_summary, llm_document_summary
 
 logger = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ def documents_indexed(*, document_ids: list[int]) -> None:
     documents = ApiDocument.objects.filter(pk__in=document_ids, status=ApiDocument.Status.INDEXED).only(
         "id", "domain", "status", "metadata", "content_hash"
     )
-    changed: dict[str, None] = {}
+    changed: list[str] = []  # the domains of those that need no summary (once each, below)
     for document in documents.order_by("id"):
         if document_summary_needed(document=document):
 
@@ -51,13 +51,8 @@ def documents_indexed(*, document_ids: list[int]) -> None:
 
             transaction.on_commit(send)
         else:
-            changed[document.domain] = None
-    for domain_id in changed:
-        try:
-            domain_documents_changed(domain_id=domain_id)
-        except Exception:
-            # The documents are indexed and committed; the domain's next change redoes this.
-            logger.exception("could not refresh domain %s after indexing", domain_id)
+            changed.append(document.domain)
+    domains_documents_changed(domain_ids=changed)
 
 
 def _field_needed(metadata: dict, key: str, content_hash: str) -> bool:

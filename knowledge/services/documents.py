@@ -46,9 +46,8 @@ def _domains_changed(*domain_ids: str, index_queue: IndexQueue | None = None) ->
     if index_queue is not None:  # a bulk ingest: once per domain, when its queue is sent
         index_queue.domains_changed(*domain_ids)
         return
-    for domain_id in dict.fromkeys(d for d in domain_ids if d):
-        # robust: a failing hook is logged; it must not undo or fail the upload that triggered it.
-        transaction.on_commit(lambda d=domain_id: domains.domain_documents_changed(domain_id=d), robust=True)
+    # Once the upload commits; a failing refresh is logged, it must not undo or fail the upload.
+    transaction.on_commit(lambda: domains.domains_documents_changed(domain_ids=domain_ids), robust=True)
 
 
 def _check_size(data: bytes) -> None:

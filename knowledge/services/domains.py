@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import timedelta
 from enum import StrEnum
 
@@ -71,6 +71,18 @@ def domain_documents_changed(*, domain_id: str) -> KnowledgeDomain:
     """
     domain = domain_document_count_refresh(domain_id=domain_id)
     return _regeneration_request(domain=domain, countdown=_debounced_countdown(domain))
+
+
+def domains_documents_changed(*, domain_ids: Iterable[str]) -> None:
+    """``domain_documents_changed`` for each domain, once each (a bulk ingest, an indexing batch).
+
+    Called after the changes committed: a domain whose refresh fails is logged and the others go
+    on; its next change (its documents' indexing reports one) redoes it."""
+    for domain_id in dict.fromkeys(d for d in domain_ids if d):
+        try:
+            domain_documents_changed(domain_id=domain_id)
+        except Exception:
+            logger.exception("could not refresh domain %s after its documents changed", domain_id)
 
 
 def _debounced_countdown(domain: KnowledgeDomain) -> float:

@@ -84,17 +84,11 @@ class IndexQueue:
         return sorted(self._entries)
 
     def domains_refresh(self) -> None:
-        """Refresh each changed domain once (``domain_documents_changed``); sending does this."""
-        from knowledge.services.domains import domain_documents_changed
+        """Refresh each changed domain once (``domains_documents_changed``); sending does this."""
+        from knowledge.services.domains import domains_documents_changed
 
         domain_ids, self._domains = list(self._domains), {}
-        for domain_id in domain_ids:
-            try:
-                domain_documents_changed(domain_id=domain_id)
-            except Exception:
-                # The uploads are committed: a count or summary request that failed is redone by
-                # the next change of the domain (its documents' indexing reports one).
-                logger.exception("could not refresh domain %s after a bulk ingest", domain_id)
+        domains_documents_changed(domain_ids=domain_ids)
 
     def send_on_commit(self) -> None:
         """Send what was added, once the caller's transaction commits (at once outside one)."""
