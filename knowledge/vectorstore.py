@@ -9,9 +9,12 @@ sparse (SPARSE_FLOAT_VECTOR written by Milvus's own BM25 function over ``text``,
 domain, doc_key, chunk_index. Everything else is read from the database.
 
 ``hybrid_search`` runs the dense and the BM25 request as one Milvus ``hybrid_search`` fused by
-RRF (or a weighted ranker). A fused score is no distance, so every hit also carries its raw
+RRF (or a weighted ranker); ``bm25_search`` runs the BM25 request alone (the lexical engine
+``milvus``, ``knowledge.lexical``). A fused score is no distance, so every hit also carries its raw
 squared L2 distance, computed here from the returned vector (exactly what a dense search returns).
 A collection built before the text/BM25 fields existed is reported by ``lexical_fields_missing``.
+A Milvus server without the BM25 function (before 2.5: ``supports_bm25``) gets a collection with
+the text but without the sparse field and function; its lexical side is the tantivy index.
 
 Metric L2 in Milvus returns the SQUARED Euclidean distance. For unit vectors that is 2 - 2cos,
 so the seeds' normalisation ``1 - min(d, 2) / 2`` turns it into the cosine similarity.
@@ -20,6 +23,7 @@ so the seeds' normalisation ``1 - min(d, 2) / 2`` turns it into the cosine simil
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -133,6 +137,7 @@ class VectorStore:
         self._client = None
         self._lock = threading.Lock()
         self._loaded = False
+        self._version: str | None = None
 
     # --- connection ------------------------------------------------------------------------
     @property
@@ -170,6 +175,7 @@ class VectorStore:
                     logger.debug("closing Milvus client failed", exc_info=True)
             self._client = None
             self._loaded = False
+            self._version = None
 
     def _call(self, fn_name: str, *args, **kwargs):
         """Call a client method; reload the collection once if a restarted server released it,
@@ -202,6 +208,24 @@ class VectorStore:
     def ping(self) -> None:
         """Raise VectorStoreError when Milvus does not answer."""
         self._call("list_collections")
+
+    def server_version(self) -> str:
+        """What the server says it is: ``milvus_lite-3.2.2`` for milvus-lite (embedded or its
+        server), ``v2.5.4``-like for Milvus. Asked once per store."""
+        if self._version is None:
+            self._version = str(self._call("get_server_version"))
+        return self._version
+
+    @property
+    def is_lite(self) -> bool:
+        """milvus-lite, embedded or as a ``milvus-lite server`` (asks a server once)."""
+        return self.is_embedded or "lite" in self.server_version().lower()
+
+    def supports_bm25(self) -> bool:
+        """Whether the store has Milvus's BM25 function (milvus-lite 3.x, Milvus >= 2.5)."""
+        if self.is_embedded:
+            return True
+        return bm25_supported(self.server_version())
 
     # --- collection ------------------------------------------------------------------------
     def exists(self) -> bool:
@@ -237,39 +261,40 @@ class VectorStore:
                     f"'{existing_model}', but the configured embedding is {dim}-d '{model_name}'. "
                     "Run `python manage.py reindex --recreate` to rebuild it with the new model."
                 )
-            if missing := self.lexical_fields_missing():
+            if self.supports_bm25() and (missing := self.lexical_fields_missing()):
                 raise VectorStoreMismatch(lexical_fields_message(self.collection, missing))
             self._ensure_loaded()
             return
         from pymilvus import DataType, Function, FunctionType, MilvusClient
 
+        # Without the BM25 function (Milvus before 2.5) the text is kept for the hits, unanalysed:
+        # a sparse field would even abort such a server when the collection is loaded.
+        bm25 = self.supports_bm25()
         schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
         schema.add_field("chunk_id", DataType.VARCHAR, is_primary=True, max_length=512)
         schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dim)
-        schema.add_field(
-            TEXT_FIELD,
-            DataType.VARCHAR,
-            max_length=TEXT_MAX_BYTES,
-            enable_analyzer=True,
-            analyzer_params=ANALYZER_PARAMS,
-        )
-        schema.add_field(SPARSE_FIELD, DataType.SPARSE_FLOAT_VECTOR)
+        analysed = {"enable_analyzer": True, "analyzer_params": ANALYZER_PARAMS} if bm25 else {}
+        schema.add_field(TEXT_FIELD, DataType.VARCHAR, max_length=TEXT_MAX_BYTES, **analysed)
+        if bm25:
+            schema.add_field(SPARSE_FIELD, DataType.SPARSE_FLOAT_VECTOR)
         schema.add_field("domain", DataType.VARCHAR, max_length=64)
         schema.add_field("doc_key", DataType.VARCHAR, max_length=255)
         schema.add_field("chunk_index", DataType.INT64)
-        schema.add_function(
-            Function(
-                name=BM25_FUNCTION,
-                function_type=FunctionType.BM25,
-                input_field_names=[TEXT_FIELD],
-                output_field_names=[SPARSE_FIELD],
+        if bm25:
+            schema.add_function(
+                Function(
+                    name=BM25_FUNCTION,
+                    function_type=FunctionType.BM25,
+                    input_field_names=[TEXT_FIELD],
+                    output_field_names=[SPARSE_FIELD],
+                )
             )
-        )
         index_params = self.client().prepare_index_params()
         index_params.add_index(field_name="vector", index_type=self.index_type, metric_type="L2")
-        index_params.add_index(
-            field_name=SPARSE_FIELD, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25"
-        )
+        if bm25:
+            index_params.add_index(
+                field_name=SPARSE_FIELD, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25"
+            )
         # The indexes are created unsynced, then the collection loaded: pymilvus's synced create
         # polls every index with a 0.5 s sleep first (a second per collection) and asks for a
         # timestamp milvus-lite does not implement (an ERROR traceback in its log). An empty
@@ -416,6 +441,41 @@ class VectorStore:
             )
         return hits
 
+    def bm25_search(
+        self, text: str, *, top_k: int, domain: str | Iterable[str] | None = None
+    ) -> list[tuple[VectorHit, float]]:
+        """Milvus's BM25 alone on ``text``: (hit, BM25 score) pairs, best first; each hit's
+        ``score`` is NaN (no vector was compared) and it carries its text. The BM25 score is
+        positive, larger is better (milvus-lite 3.2.2 reports it negated, as a distance)."""
+        self._ensure_loaded()
+        kwargs: dict[str, Any] = {
+            "data": [text],
+            "anns_field": SPARSE_FIELD,
+            "limit": top_k,
+            "output_fields": ["doc_key", "domain", "chunk_index", TEXT_FIELD],
+            "search_params": {"metric_type": "BM25"},
+        }
+        if expr := domain_filter(domain):
+            kwargs["filter"] = expr
+        result = self._call("search", self.collection, **kwargs)
+        found = []
+        for hit in result[0] if result else []:
+            entity = hit.get("entity", {})
+            found.append(
+                (
+                    VectorHit(
+                        chunk_id=hit.get("chunk_id") or hit.get("id"),
+                        doc_key=entity["doc_key"],
+                        domain=entity["domain"],
+                        chunk_index=int(entity["chunk_index"]),
+                        score=float("nan"),
+                        text=entity.get(TEXT_FIELD) or "",
+                    ),
+                    abs(float(hit["distance"])),
+                )
+            )
+        return found
+
     def hybrid_search(
         self,
         vector: list[float],
@@ -472,6 +532,14 @@ class VectorStore:
             )
             for row, distance in zip(rows, distances, strict=True)
         ]
+
+
+def bm25_supported(version: str) -> bool:
+    """Whether a server reporting ``version`` has the BM25 function: milvus-lite 3.x, Milvus 2.5+."""
+    if "lite" in version.lower():
+        return True
+    match = re.search(r"(\d+)\.(\d+)", version)
+    return bool(match) and (int(match.group(1)), int(match.group(2))) >= (2, 5)
 
 
 def lexical_fields_message(collection: str, missing: list[str]) -> str:

@@ -113,18 +113,22 @@ def _vector_store_location(request):
 
 
 @pytest.fixture
-def vector_store(settings):
-    """A fresh, empty Milvus collection for one test; dropped afterwards."""
+def vector_store(settings, tmp_path_factory):
+    """A fresh, empty Milvus collection and lexical index for one test; dropped afterwards."""
+    from knowledge.lexical import reset_lexical_engine
     from knowledge.vectorstore import get_vector_store, reset_vector_store
 
     settings.MILVUS_COLLECTION = f"t_{uuid.uuid4().hex[:12]}"
+    settings.LEXICAL_INDEX_DIR = str(tmp_path_factory.mktemp("lexical"))
     reset_vector_store()
+    reset_lexical_engine()
     store = get_vector_store()
     yield store
     try:
         store.drop()
     finally:
         reset_vector_store()
+        reset_lexical_engine()
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 from celery.schedules import crontab
 
-from config.env import env
+from config.env import VAR_DIR, env
 
 INGEST_MAX_FILE_BYTES = env.int("INGEST_MAX_FILE_BYTES", default=5 * 1024 * 1024)
 INGEST_MAX_FILES_PER_UPLOAD = env.int("INGEST_MAX_FILES_PER_UPLOAD", default=200)
@@ -23,6 +23,17 @@ CHUNK_OVERLAP_CHARS = env.int("CHUNK_OVERLAP_CHARS", default=100)
 # Django refuses requests with more than 100 files before any view runs (a bare 400); let one
 # over the ingestion limit through so the bulk page can say which limit was broken.
 DATA_UPLOAD_MAX_NUMBER_FILES = max(100, INGEST_MAX_FILES_PER_UPLOAD + 1)
+
+# --- Lexical index (knowledge/lexical) -----------------------------------------------------------
+# Where BM25 over the chunk text lives. auto: a tantivy index in LEXICAL_INDEX_DIR when the vector
+# store is milvus-lite (a file or a milvus-lite server) or a Milvus server without the BM25
+# function (before 2.5); Milvus's own BM25 in the collection on a Milvus >= 2.5 server.
+# tantivy / milvus force one. Decided at start and logged.
+LEXICAL_ENGINE = env.str("LEXICAL_ENGINE", default="auto")
+# The tantivy index folder: one writer at a time (a file lock), every process on this machine reads.
+LEXICAL_INDEX_DIR = env.str("LEXICAL_INDEX_DIR", default=str(VAR_DIR / "lexical"))
+# Memory of the tantivy writer (one thread; tantivy's floor is 15 MB): it flushes a segment when full.
+LEXICAL_WRITER_HEAP_MB = env.int("LEXICAL_WRITER_HEAP_MB", default=50)
 
 # --- Knowledge domain map (seed 004 Part B) ------------------------------------------------------
 # A domain's when_to_retrieve is regenerated this many seconds after the last change to its

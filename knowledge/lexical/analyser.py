@@ -1,0 +1,111 @@
+"""The one analyser of the lexical index: the same tokens for what is indexed and what is asked.
+
+``analyse(text)`` turns a chunk's text (or a query) into its tokens:
+
+1. normalise: NFKC (full-width ``ＥＲＲ＿ＴＩＭＥＯＵＴ`` is ``err_timeout``), casefold, any run of
+   whitespace one space, no NULs (as ``retrieval.keyword_index.text_normalise``);
+2. ``script_fold``: one Chinese script. Today the identity; the Traditional -> Simplified folding
+   goes there and nowhere else, and changes ``ANALYSER_SIGNATURE``;
+3. cut: Latin runs (letters, digits and ``_ . - /`` inside) stay whole, so ``err_quota_exceeded``,
+   ``max_connections`` and ``java.lang.outofmemoryerror`` are one token each; everything else is
+   cut by jieba (accurate mode, the dictionary it ships), as ``retrieval.lexical.query_terms``
+   cuts a query;
+4. keep words: tokens with a letter or digit, at most ``MAX_TOKEN_CHARS`` long (a base64 blob is
+   no word anyone asks for). Question and function words are kept: the index counts what the text
+   says, and which query words are worth asking for is the query side's choice.
+
+The tokens contain no whitespace, so the tantivy index reads them back with a whitespace tokenizer.
+``ANALYSER_SIGNATURE`` names everything that decides the tokens (this module's version, jieba's,
+the Unicode tables NFKC uses, the script folding); the lexical index stores it, and ``check_index``
+reports an index built under another signature as needing ``reindex --lexical-only``.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+import threading
+import unicodedata
+
+#: bump when a change here changes the tokens of some text
+ANALYSER_VERSION = 1
+MAX_TOKEN_CHARS = 100
+#: the Chinese script folding in force (``script_fold``)
+SCRIPT_FOLD = "none"
+
+_SPACES = re.compile(r"\s+")
+# The same Latin runs as retrieval.lexical's query cutting (on casefolded text).
+_LATIN_RUN = re.compile(r"([a-z0-9][a-z0-9_.\-/]*)")
+_jieba_lock = threading.Lock()
+_jieba = None
+
+
+def normalise(text: str) -> str:
+    """NFKC, casefold, one space for any run of whitespace, no NULs, then ``script_fold``."""
+    text = unicodedata.normalize("NFKC", text).casefold().replace("\x00", " ")
+    return script_fold(_SPACES.sub(" ", text).strip())
+
+
+def script_fold(text: str) -> str:
+    """The one place Chinese text is brought to one script before it is cut (identity today)."""
+    return text
+
+
+def _cutter():
+    global _jieba
+    if _jieba is None:
+        with _jieba_lock:
+            if _jieba is None:
+                import jieba
+
+                jieba.setLogLevel(logging.WARNING)
+                jieba.initialize()
+                _jieba = jieba
+    return _jieba
+
+
+def _is_word(token: str) -> bool:
+    return any(ch.isalnum() for ch in token)
+
+
+def analyse(text: str) -> list[str]:
+    """The tokens of ``text``, in order, repeats kept (see the module docstring)."""
+    jieba = _cutter()
+    tokens: list[str] = []
+    for piece in _LATIN_RUN.split(normalise(text)):
+        if not piece or piece == " ":
+            continue
+        cut = [piece.strip("._-/")] if _LATIN_RUN.fullmatch(piece) else jieba.lcut(piece)
+        for token in cut:
+            # jieba hands whitespace back as tokens of its own; split defensively all the same
+            for word in token.split():
+                if len(word) <= MAX_TOKEN_CHARS and _is_word(word):
+                    tokens.append(word)
+    return tokens
+
+
+def analysed_text(text: str) -> str:
+    """``analyse(text)`` joined by spaces: what the index's whitespace tokenizer reads."""
+    return " ".join(analyse(text))
+
+
+@functools.lru_cache(maxsize=1024)
+def query_tokens(query: str) -> tuple[str, ...]:
+    """A query's distinct tokens, in order of first appearance: what a lexical search asks for.
+
+    Pass the query's key terms (``retrieval.lexical.bm25_query_text``) or the raw query; terms
+    already cut come back as they are (a space separates them, and a dictionary word alone is
+    cut as itself)."""
+    return tuple(dict.fromkeys(analyse(query)))
+
+
+@functools.cache
+def analyser_signature() -> str:
+    """Everything that decides the tokens, as one string stored with the index."""
+    import jieba
+
+    return (
+        f"agentkb-analyser/{ANALYSER_VERSION} jieba/{jieba.__version__} unicode/{unicodedata.unidata_version}"
+        f" fold/{SCRIPT_FOLD} max/{MAX_TOKEN_CHARS}"
+    )

@@ -1,0 +1,41 @@
+"""The one analyser of the lexical index: the tokens indexed and the tokens asked for agree, and
+its signature names what decides them."""
+
+from knowledge.lexical import analyse, analyser_signature, query_tokens
+from knowledge.lexical import analyser as analyser_module
+from retrieval.lexical import bm25_query_text, query_terms
+
+
+def test_text_is_folded_by_nfkc_and_case_and_cut_by_jieba_with_latin_runs_whole():
+    text = "支付超时，网关返回ＥＲＲ＿ＱＵＯＴＡ＿ＥＸＣＥＥＤＥＤ。Set max_connections in java.lang.OutOfMemoryError."
+    tokens = analyse(text)
+    assert tokens[:2] == ["支付", "超时"]
+    assert {"err_quota_exceeded", "max_connections", "java.lang.outofmemoryerror", "set", "in"} <= set(tokens)
+    assert not any(ch.isspace() for token in tokens for ch in token)
+    assert "，" not in tokens and "。" not in tokens  # punctuation is no term
+
+
+def test_a_query_is_cut_as_the_retrieval_side_cuts_it():
+    query = "为什么支付超时会返回ERR_QUOTA_EXCEEDED？HikariCP 的 maxUnavailable 怎么设"
+    # the retrieval side's key terms, analysed again, come back as they were
+    terms = [t.text for t in query_terms(query)]
+    assert list(query_tokens(bm25_query_text(query))) == terms
+    # and every one of them is a token of the raw query: the same cutting, stop words aside
+    assert set(terms) <= set(analyse(query))
+
+
+def test_a_document_and_a_question_about_it_share_their_key_tokens():
+    document = analyse("支付失败排查手册\n超时\n当用户支付超时，先查询订单状态再重试。")
+    question = query_tokens(bm25_query_text("支付超时了怎么查询订单状态"))
+    assert set(question) <= set(document)
+
+
+def test_the_signature_names_the_analyser_and_changes_with_the_folding(monkeypatch):
+    signature = analyser_signature()
+    assert "jieba/" in signature and "fold/none" in signature and "unicode/" in signature
+    analyser_signature.cache_clear()
+    monkeypatch.setattr(analyser_module, "SCRIPT_FOLD", "t2s")
+    try:
+        assert analyser_signature() != signature
+    finally:
+        analyser_signature.cache_clear()
