@@ -60,7 +60,8 @@ def _schema() -> tantivy.Schema:
         builder.add_text_field(name, stored=True, tokenizer_name=_KEY, index_option="basic")
     builder.add_unsigned_field("chunk_index", stored=True)
     builder.add_text_field("terms", stored=False, tokenizer_name=_WORDS, index_option="freq")
-    builder.add_text_field("text", stored=True, tokenizer_name=_KEY, index_option="basic")
+    # Stored only (as UTF-8 bytes: a text field would also index the whole text as one term).
+    builder.add_bytes_field("text", stored=True, indexed=False)
     return builder.build()
 
 
@@ -78,7 +79,7 @@ def _document(chunk: LexicalChunk, *, store_text: bool) -> tantivy.Document:
     document.add_unsigned("chunk_index", int(chunk.chunk_index))
     document.add_text("terms", " ".join(chunk.tokens))
     if store_text:
-        document.add_text("text", chunk.text)
+        document.add_bytes("text", chunk.text.encode())
     return document
 
 
@@ -351,7 +352,7 @@ class TantivyLexicalIndex:
                         domain=stored.get_first("domain"),
                         chunk_index=int(stored.get_first("chunk_index")),
                         score=float(score),
-                        text=stored.get_first("text") or "",
+                        text=(stored.get_first("text") or b"").decode(),
                     )
                 )
         except BaseException as exc:
