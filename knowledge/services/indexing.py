@@ -9,7 +9,8 @@ A run goes through its documents in phases, so the model and Milvus see full bat
    through one sandbox child reused for the run), chunk it;
 2. every chunk of every document embedded in batches of ``EMBEDDING_BATCH_SIZE``; when that
    fails, each document is embedded on its own, so only the documents that fail end FAILED;
-3. one upsert of all the vectors;
+3. one upsert of all the vectors, then the documents' lexical entries in one commit (the tantivy
+   index on the embedded default; ``knowledge.services.lexical``);
 4. per document, one savepoint of the run's one transaction: swap the DocumentChunk rows, set
    the new version's title and text, mark INDEXED (``indexed_at``); once that commits, the
    surplus old vectors are deleted.
@@ -62,6 +63,7 @@ from knowledge.services.index_status import (
     document_status_set,
     unexpected_reason,
 )
+from knowledge.services.lexical import documents_lexical_write
 from knowledge.services.locks import LockTimeout, document_lock
 from knowledge.services.vectors import (
     document_vectors_prune,
@@ -311,6 +313,8 @@ def _upsert(runs: list[_Run], alone: bool, final_attempt: bool, timings: dict[st
                 for row in chunk_vectors(r.document, r.chunks, vectors=r.vectors, texts=r.texts)
             ]
         )
+        # The same texts, analysed, in one lexical commit: a LexicalIndexError is a VectorStoreError.
+        documents_lexical_write([(r.document, r.chunks, r.texts) for r in runs])
     except (EmbeddingError, VectorStoreMismatch) as exc:
         for run in runs:
             run.fail(str(exc))

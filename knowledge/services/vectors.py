@@ -3,7 +3,9 @@
 Indexing writes vectors (``knowledge.services.indexing``); everything that deletes them outside
 an indexing run is here. A delete that finds Milvus unreachable is queued as the
 ``knowledge.prune_document_vectors`` task, which retries until Milvus answers: vectors of a
-deleted or failed document never stay behind for good.
+deleted or failed document never stay behind for good. The lexical index follows the same rows:
+a prune also rewrites the document's lexical entries from its chunk rows, and a deleted
+document's entries go with its vectors (``knowledge.services.lexical``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from django.db import transaction
 
 from knowledge.embeddings import embedding_signature, get_embedder
 from knowledge.models import DocumentChunk, chunk_id_for
+from knowledge.services.lexical import document_lexical_remove, document_lexical_sync
 from knowledge.vectorstore import (
     VectorStoreError,
     VectorStoreMismatch,
@@ -26,7 +29,9 @@ logger = logging.getLogger(__name__)
 
 def document_vectors_prune(*, doc_key: str) -> int:
     """Delete the vectors of ``doc_key`` that have no DocumentChunk row (all of them when the
-    document is gone). Idempotent; returns how many were deleted."""
+    document is gone). Idempotent; returns how many were deleted. Its lexical entries become its
+    chunk rows too (none when the document is gone)."""
+    document_lexical_sync(doc_key=doc_key)
     store = get_vector_store()
     if not store.exists():
         return 0
@@ -71,6 +76,7 @@ def document_vectors_remove_on_commit(doc_key: str) -> None:
     def remove_vectors() -> None:
         try:
             get_vector_store().delete_document(doc_key)
+            document_lexical_remove(doc_key=doc_key)
         except VectorStoreError:
             logger.warning("Milvus unavailable; removal of the vectors of %s queued", doc_key, exc_info=True)
             vectors_prune_queue(doc_key)
@@ -109,5 +115,5 @@ def embedding_collection_check() -> None:
             "Run `python manage.py reindex --recreate` to rebuild it with the new model, or set "
             "EMBEDDING_BACKEND/EMBEDDING_MODEL back."
         )
-    if missing := store.lexical_fields_missing():
+    if store.supports_bm25() and (missing := store.lexical_fields_missing()):
         raise VectorStoreMismatch(lexical_fields_message(store.collection, missing))

@@ -7,7 +7,7 @@ embedding batches and upserts are filled across documents. Both are safe to run 
 chunk ids, upserts, a per-document lock), retry with backoff only while Milvus is unreachable
 (a batch retries only the documents it did not finish), and record every failure in the
 document's status. The worker also checks at start-up that the vector store was built with the configured
-embedding model (see ``_refuse_mismatched_collection``).
+embedding model (see ``_refuse_mismatched_collection``), and decides and logs its lexical engine.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import time
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import worker_init
+from django.core.exceptions import ImproperlyConfigured
 
 from knowledge.models import ApiDocument
 from knowledge.services.index_queue import index_queue_on_commit
@@ -107,6 +108,23 @@ def _refuse_mismatched_collection(sender=None, **kwargs) -> None:
                 return
         logger.warning("Milvus did not answer at worker start; indexing tasks will retry until it does")
     finally:
-        # This runs in the parent before the pool forks: a gRPC channel (or a milvus-lite file
-        # lock) must not be inherited by the children.
-        reset_vector_store()
+        try:
+            _decide_lexical_engine()
+        finally:
+            # This runs in the parent before the pool forks: a gRPC channel (or a milvus-lite file
+            # lock) must not be inherited by the children.
+            reset_vector_store()
+
+
+def _decide_lexical_engine() -> None:
+    """Decide (and log) where the lexical index lives before the pool forks; the children inherit
+    the decision. Nothing is opened here: the tantivy index opens in each child on first use."""
+    from knowledge.lexical import get_lexical_engine
+
+    try:
+        get_lexical_engine()
+    except VectorStoreError:
+        logger.warning("Milvus did not answer at worker start; the lexical engine is decided on first use")
+    except ImproperlyConfigured as exc:
+        logger.critical("refusing to start: %s", exc)
+        raise EmbeddingMismatchRefused(f"agentkb worker refused to start: {exc}") from exc
