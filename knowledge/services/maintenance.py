@@ -5,8 +5,9 @@
     or INDEXING for longer than a task may run (the worker died and the message is gone too).
     Run every few minutes by Celery beat and by ``python manage.py requeue_pending``.
 ``index_check``
-    Compare api_document / document_chunk with the Milvus collection and, with ``repair``, fix
-    what differs. Run nightly by Celery beat and by ``python manage.py check_index [--repair]``.
+    Compare api_document / document_chunk with the Milvus collection and the lexical index (when
+    it is kept apart: tantivy) and, with ``repair``, fix what differs. Run nightly by Celery beat
+    and by ``python manage.py check_index [--repair]``.
 
 Both are safe to run at any time and twice: indexing is idempotent (stable chunk ids, a
 per-document lock), and a document being indexed right now is left to its own run.
@@ -24,6 +25,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from knowledge.models import ApiDocument, DocumentChunk, chunk_id_for
+from knowledge.services.lexical import LexicalReport, lexical_compare, lexical_entries_read, lexical_repair
 from knowledge.services.locks import LockTimeout, document_lock
 from knowledge.services.reindex import documents_reindex
 from knowledge.services.vectors import document_vectors_prune
@@ -105,10 +107,13 @@ class IndexReport:
     in_flight: list[str] = field(default_factory=list)
     repaired_vectors_deleted: int = 0
     repaired_documents_requeued: list[str] = field(default_factory=list)
+    #: the same comparison for the lexical index (knowledge.services.lexical)
+    lexical: LexicalReport | None = None
 
     @property
     def ok(self) -> bool:
-        return not (self.missing or self.orphaned or self.stale or self.wrong_domain)
+        vectors_ok = not (self.missing or self.orphaned or self.stale or self.wrong_domain)
+        return vectors_ok and (self.lexical is None or self.lexical.ok)
 
     def as_dict(self) -> dict:
         return {
@@ -123,12 +128,15 @@ class IndexReport:
             "in_flight": self.in_flight,
             "repaired_vectors_deleted": self.repaired_vectors_deleted,
             "repaired_documents_requeued": self.repaired_documents_requeued,
+            "lexical": self.lexical.as_dict() if self.lexical is not None else None,
         }
 
 
 def index_check(*, repair: bool = False) -> IndexReport:
     """Compare documents and chunks with Milvus; with ``repair`` delete orphaned and stale vectors
-    and queue re-indexing of documents with missing or wrong-domain vectors.
+    and queue re-indexing of documents with missing or wrong-domain vectors. The lexical index
+    (tantivy) is compared the same way; its repair rewrites the drifted documents' entries from
+    their rows, or rebuilds the whole index when it was built by another analyser.
 
     Milvus is read before the database: a document indexed in between then shows as "missing"
     (a needless re-index), never as "stale" (which would delete fresh vectors). Deletions are
@@ -136,6 +144,7 @@ def index_check(*, repair: bool = False) -> IndexReport:
     """
     store = get_vector_store()
     entries = store.entries()
+    lexical, lexical_entries = lexical_entries_read()
     documents = {
         doc_key: (document_id, domain, status)
         for document_id, doc_key, domain, status in ApiDocument.objects.values_list(
@@ -168,9 +177,14 @@ def index_check(*, repair: bool = False) -> IndexReport:
     report.missing = sorted(cid for cid, doc_key in expected.items() if cid not in stored)
     for name in ("orphaned", "stale", "wrong_domain"):
         getattr(report, name).sort()
+    domains = {doc_key: document[1] for doc_key, document in documents.items()}
+    report.lexical = lexical_compare(
+        lexical, lexical_entries, domains=domains, backed=backed, expected=expected, in_flight=in_flight
+    )
 
     if repair and not report.ok:
         _index_repair(report, documents=documents, entries_by_id={e.chunk_id: e for e in entries})
+        lexical_repair(report.lexical, document_ids={key: document[0] for key, document in documents.items()})
     return report
 
 

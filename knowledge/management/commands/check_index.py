@@ -8,6 +8,11 @@ Found: ``missing`` (chunk rows of INDEXED documents without a vector), ``orphane
 deleted documents), ``stale`` (vectors of existing documents with no chunk row), ``wrong_domain``
 (vectors whose domain is not their document's). Documents being indexed are skipped. Celery beat
 runs ``--repair`` nightly (INDEX_CHECK_HOUR). Talks to the Milvus in MILVUS_URI.
+
+The lexical index, when it is kept apart from the vectors (tantivy, ``LEXICAL_ENGINE``), is
+compared the same way, chunk ids per document; ``--repair`` rewrites the drifted documents'
+entries from their chunk rows. An index built by another analyser is reported as needing a
+rebuild (``reindex --lexical-only``, which ``--repair`` runs).
 """
 
 import json
@@ -21,7 +26,9 @@ _SHOWN = 10
 
 
 class Command(BaseCommand):
-    help = "Compare api_document/document_chunk with Milvus; --repair fixes what differs."
+    help = (
+        "Compare api_document/document_chunk with Milvus and the lexical index; --repair fixes what differs."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--repair", action="store_true", help="fix what differs")
@@ -54,12 +61,41 @@ class Command(BaseCommand):
             if ids:
                 more = f" (+{len(ids) - _SHOWN} more)" if len(ids) > _SHOWN else ""
                 self.stdout.write(f"{name}: {len(ids)} {what}: {', '.join(ids[:_SHOWN])}{more}")
+        self._print_lexical(report.lexical)
         if report.ok:
             self.stdout.write(self.style.SUCCESS("index consistent"))
         elif repair:
             self.stdout.write(
                 f"repaired: deleted {report.repaired_vectors_deleted} vectors, queued re-indexing of "
                 f"{len(report.repaired_documents_requeued)} documents"
+            )
+
+    def _print_lexical(self, lexical) -> None:
+        if lexical is None:
+            return
+        if not lexical.checked:
+            self.stdout.write(f"lexical index: {lexical.engine}, in the vector rows (checked with them)")
+            return
+        self.stdout.write(f"lexical index: {lexical.engine}, {lexical.entries} entries")
+        if lexical.rebuild_needed:
+            self.stdout.write(
+                f"lexical: needs a rebuild (`reindex --lexical-only`): {lexical.rebuild_needed}"
+            )
+        for name, what in (
+            ("missing", "chunks without a lexical entry"),
+            ("orphaned", "entries of deleted documents"),
+            ("stale", "entries without a chunk row"),
+            ("wrong_domain", "entries in the wrong domain"),
+        ):
+            ids = getattr(lexical, name)
+            if ids:
+                more = f" (+{len(ids) - _SHOWN} more)" if len(ids) > _SHOWN else ""
+                self.stdout.write(f"lexical {name}: {len(ids)} {what}: {', '.join(ids[:_SHOWN])}{more}")
+        if lexical.rebuilt:
+            self.stdout.write("lexical: rebuilt from the stored chunk text")
+        elif lexical.repaired_documents:
+            self.stdout.write(
+                f"lexical: rewrote the entries of {len(lexical.repaired_documents)} documents from their rows"
             )
 
 
