@@ -152,6 +152,7 @@ def celery_worker(transactional_db, settings, tmp_path):
         "DATABASE_URL": db_url,
         "MILVUS_URI": settings.MILVUS_URI,
         "MILVUS_COLLECTION": settings.MILVUS_COLLECTION,
+        "LEXICAL_INDEX_DIR": settings.LEXICAL_INDEX_DIR,
         "AGENTKB_VAR_DIR": os.environ.get("AGENTKB_VAR_DIR", str(tmp_path)),
         "CELERY_TASK_ALWAYS_EAGER": "false",
         "CELERY_TASK_DEFAULT_QUEUE": queue,
