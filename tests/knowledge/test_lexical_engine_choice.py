@@ -87,3 +87,12 @@ def test_a_milvus_lite_server_gets_tantivy_too(milvus_server):
         assert choice.name == "tantivy" and "milvus-lite server" in choice.reason
     finally:
         store.reset()
+
+
+def test_manage_py_check_names_a_bad_lexical_engine(settings):
+    from django.core.management import call_command
+    from django.core.management.base import SystemCheckError
+
+    settings.LEXICAL_ENGINE = "elastic"
+    with pytest.raises(SystemCheckError, match=r"knowledge\.E001.*LEXICAL_ENGINE must be one of"):
+        call_command("check")
