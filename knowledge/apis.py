@@ -2,7 +2,7 @@
 
 Same auth as the tool endpoint (DRF token, the project default) and the same per-agent
 throttle budget (the project default). An agent limited to some domains sees only those
-(``retrieval.scopes``). Errors are always JSON in the project's one error format, whatever
+(``retrieval.agents.scopes``). Errors are always JSON in the project's one error format, whatever
 format the success body has.
 """
 
@@ -114,12 +114,12 @@ class PlannerPromptApi(_ToolApi):
 # Agent scopes and the agent-facing language live in the retrieval app (AgentProfile), which builds
 # on this one: imported when called, so the knowledge app does not load retrieval at import.
 def _agent_knowledge_map(request) -> dict:
-    from retrieval.scopes import agent_knowledge_map
+    from retrieval.agents.scopes import agent_knowledge_map
 
     return agent_knowledge_map(request.user)
 
 
 def _agent_language(request) -> str:
-    from retrieval.language import agent_language
+    from retrieval.agents.language import agent_language
 
     return agent_language(request.user)

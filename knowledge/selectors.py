@@ -116,7 +116,7 @@ def planner_prompt_render(knowledge_map: dict | None = None, language: str | Non
     Plain substitution, not the Django template engine: the prompt is Markdown for an LLM and
     must not be HTML-escaped.
     """
-    from retrieval.agent_texts import prompt_template  # the agent-facing texts live in retrieval
+    from retrieval.agents.texts import prompt_template  # the agent-facing texts live in retrieval
 
     template = _template_path(prompt_template("planner", language)).read_text(encoding="utf-8")
     return template.replace(KNOWLEDGE_MAP_PLACEHOLDER, knowledge_map_yaml(knowledge_map).rstrip("\n"))

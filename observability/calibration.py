@@ -17,7 +17,7 @@ The suggestion:
 
 Nothing changes until a staff member applies a pair (``calibration_apply``), which is recorded
 with who and when. ``thresholds_in_force`` is what the lookup uses (it reads the same rows through
-``retrieval.thresholds.current_thresholds``): the latest applied pair, else the RETRIEVAL_*
+``retrieval.lookup.thresholds.current_thresholds``): the latest applied pair, else the RETRIEVAL_*
 settings; that function re-reads it every few seconds, so a change takes effect without a restart.
 """
 
@@ -32,6 +32,7 @@ from django.db import transaction
 from django.utils.translation import gettext
 
 from observability.models import InvocationFeedback, ThresholdCalibration
+from observability.records import ToolName
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +49,8 @@ class Thresholds:
 
 
 def _from_settings() -> Thresholds:
-    # Explicit settings, else the embedding model's profile (retrieval.thresholds).
-    from retrieval.thresholds import settings_thresholds
+    # Explicit settings, else the embedding model's profile (retrieval.lookup.thresholds).
+    from retrieval.lookup.thresholds import settings_thresholds
 
     base = settings_thresholds()
     return Thresholds(highly_relevant=base.highly_relevant, reference=base.reference, source="settings")
@@ -58,7 +59,7 @@ def _from_settings() -> Thresholds:
 def thresholds_in_force() -> Thresholds:
     """The thresholds lookups use now, for the pages to draw: the latest staff-applied
     calibration, else the settings. (The lookup itself reads them through
-    ``retrieval.thresholds.current_thresholds``, which applies the same rule with a short
+    ``retrieval.lookup.thresholds.current_thresholds``, which applies the same rule with a short
     per-process cache.)"""
     latest = ThresholdCalibration.objects.order_by("-applied_at", "-id").first()
     if latest is None or latest.reverted:
@@ -74,8 +75,8 @@ def thresholds_in_force() -> Thresholds:
     )
 
 
-LOOKUP_TOOL = "lookup_knowledge"
-DIFY_TOOL = "dify_retrieval"
+LOOKUP_TOOL = ToolName.LOOKUP
+DIFY_TOOL = ToolName.DIFY
 # Dify calls are judged apart: their similarity is compared with Dify's own score_threshold, not
 # with the lookup's levels, so their judgements say nothing about REFERENCE / HIGHLY_RELEVANT.
 CALIBRATED_TOOLS = (LOOKUP_TOOL, DIFY_TOOL)

@@ -6,14 +6,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from observability import records as keys
 from observability.models import ToolInvocation
+from observability.records import ToolName
 from observability.services import invocation_record
-from retrieval import details as keys
-from retrieval.presenter import invocation_summary
+from retrieval.lookup.presenter import invocation_summary
 
 logger = logging.getLogger(__name__)
 
-TOOL_NAME = "lookup_knowledge"
+TOOL_NAME = ToolName.LOOKUP
 
 
 def refused_call_record(

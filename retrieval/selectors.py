@@ -5,9 +5,9 @@ from __future__ import annotations
 from django.conf import settings
 from django.template.loader import get_template
 
-from retrieval import agent_texts
+from retrieval.agents import texts as agent_texts
+from retrieval.agents.tracker import get_tracker
 from retrieval.services import MAX_SESSION_ID_CHARS, MAX_TOP_K, TOOL_NAME, session_id_clean
-from retrieval.tracker import get_tracker
 
 
 def session_retrievals_get(*, session_id: str) -> dict[str, list[str]]:

@@ -1,4 +1,4 @@
-"""Deleting a domain never widens an agent's scope (``retrieval.scopes.profiles_left_unscoped_by``):
+"""Deleting a domain never widens an agent's scope (``retrieval.agents.scopes.profiles_left_unscoped_by``):
 whatever deletes it (the admin, a shell, a command), the deletion is refused while it is some
 scoped agent's only allowed domain. The admin shows the same refusal before it gets here."""
 
@@ -9,7 +9,7 @@ from django.db.models.signals import pre_delete
 from django.dispatch import receiver
 
 from knowledge.models import KnowledgeDomain
-from retrieval.scopes import profiles_left_unscoped_by, scope_deletion_message
+from retrieval.agents.scopes import profiles_left_unscoped_by, scope_deletion_message
 
 
 @receiver(pre_delete, sender=KnowledgeDomain, dispatch_uid="retrieval.domain_scope_guard")

@@ -60,8 +60,8 @@ class KnowledgeDomainAdmin(admin.ModelAdmin):
 
     def get_deleted_objects(self, objs, request):
         """Django's list of what a deletion takes, plus a refusal when a domain is a scoped agent's
-        only allowed domain (an empty scope means every domain: ``retrieval.scopes``)."""
-        from retrieval.scopes import profiles_left_unscoped_by, scope_deletion_message
+        only allowed domain (an empty scope means every domain: ``retrieval.agents.scopes``)."""
+        from retrieval.agents.scopes import profiles_left_unscoped_by, scope_deletion_message
 
         deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
         profiles = profiles_left_unscoped_by([d.domain_id for d in objs])

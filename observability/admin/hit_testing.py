@@ -1,4 +1,4 @@
-"""The hit testing page's admin entry; the page itself is the retrieval app's (retrieval/hit_testing.py)."""
+"""The hit testing page's admin entry; the page itself is the retrieval app's (retrieval/staff/hit_testing.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ class HitTestAdmin(_PageAdmin):
     page_name = _("Hit testing")
 
     def changelist_view(self, request, extra_context=None):
-        from retrieval.hit_testing import hit_test_page
+        from retrieval.staff.hit_testing import hit_test_page
 
         if not self.has_view_permission(request):
             raise PermissionDenied

@@ -3,7 +3,7 @@
 import pytest
 
 from knowledge.vectorstore import reset_vector_store
-from retrieval.tokens import tool_token_issue
+from retrieval.agents.tokens import tool_token_issue
 from tests.conftest import free_port
 
 

@@ -17,7 +17,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from observability.models import ToolInvocation
-from retrieval.tokens import tool_token_issue
+from retrieval.agents.tokens import tool_token_issue
 from tests.conftest import REPO
 
 LOOKUP = reverse("retrieval:lookup-knowledge")

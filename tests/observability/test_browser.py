@@ -164,7 +164,7 @@ def test_thumbs_on_an_invocation_feed_the_calibration_chart(browser, live_server
 
 def test_hit_testing_page_in_the_browser(browser, live_server, seeded_calls, vector_store, settings):
     from knowledge.embeddings import get_embedder
-    from retrieval.keyword_index import keyword_index_forget
+    from retrieval.lookup.keyword_index import keyword_index_forget
     from tests.retrieval.conftest import Corpus, seed_documents
 
     settings.RETRIEVAL_INDEX_REFRESH_MS = 0

@@ -136,7 +136,7 @@ def test_apply_refuses_bad_thresholds_naming_the_field(db, admin_user, hr, ref, 
 
 
 def test_the_lookup_uses_an_applied_calibration_without_a_restart(db, admin_user, settings):
-    from retrieval.thresholds import current_thresholds, thresholds_cache_clear
+    from retrieval.lookup.thresholds import current_thresholds, thresholds_cache_clear
 
     settings.RETRIEVAL_INDEX_REFRESH_MS = 0  # re-read at once (in production: every few seconds)
     # Explicit settings: without them the base is the embedding model's profile ("profile:<name>").

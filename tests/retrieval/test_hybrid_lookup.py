@@ -3,10 +3,10 @@ by lexical evidence, details naming the L1 and the thresholds' source; and the p
 
 import pytest
 
-from retrieval.lexical import lexical_evidence, main_script, query_terms, term_coverage
-from retrieval.normalisation import RelevanceLevel, l1_level_decide
+from retrieval.lookup.lexical import lexical_evidence, main_script, query_terms, term_coverage
+from retrieval.lookup.normalisation import RelevanceLevel, l1_level_decide
+from retrieval.lookup.thresholds import Thresholds
 from retrieval.services import lookup_knowledge
-from retrieval.thresholds import Thresholds
 
 SEEDS = Thresholds(max_l2_distance=2.0, highly_relevant=0.75, reference=0.5)
 
@@ -164,7 +164,7 @@ def test_explicit_thresholds_are_named_as_the_source(hybrid_corpus, session_id, 
 
 
 def test_the_details_contract_refuses_unknown_and_missing_keys():
-    from retrieval.details import LOOKUP_KEYS, lookup_details
+    from observability.records import LOOKUP_KEYS, lookup_details
 
     values = dict.fromkeys(LOOKUP_KEYS)
     assert list(lookup_details(**values)) == list(LOOKUP_KEYS)

@@ -1,4 +1,4 @@
-"""Lexical evidence, pure (retrieval/lexical.py): which words of a query count and how much, the
+"""Lexical evidence, pure (retrieval/lookup/lexical.py): which words of a query count and how much, the
 script a text is written in, when a document in another script is compared at all, quotations,
 and the BM25 request's text. No database, no Milvus: jieba's and wordfreq's tables only."""
 
@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from retrieval import lexical
-from retrieval.lexical import (
+from retrieval.lookup import lexical
+from retrieval.lookup.lexical import (
     QueryTerms,
     Term,
     bm25_query_text,

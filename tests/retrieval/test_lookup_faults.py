@@ -21,7 +21,7 @@ from pymilvus import MilvusClient
 from knowledge.embeddings import get_embedder
 from knowledge.vectorstore import get_vector_store, reset_vector_store
 from observability.models import ToolInvocation
-from retrieval.tracker import reset_tracker
+from retrieval.agents.tracker import reset_tracker
 from tests.conftest import free_port, wait_for_port
 from tests.retrieval.conftest import Corpus, seed_documents
 

@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 
 from knowledge.vectorstore import ChunkVector
-from retrieval.normalisation import (
+from retrieval.lookup.normalisation import (
     RelevanceLevel,
     completeness_hint,
     relevance_level_decide,
     similarity_from_l2,
 )
-from retrieval.thresholds import Thresholds, current_thresholds
+from retrieval.lookup.thresholds import Thresholds, current_thresholds
 
 DEFAULT = Thresholds(max_l2_distance=2.0, highly_relevant=0.75, reference=0.5)
 
