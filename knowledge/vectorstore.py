@@ -83,7 +83,8 @@ class VectorHit:
     doc_key: str
     domain: str
     chunk_index: int
-    score: float  # raw squared L2 distance as Milvus returns it
+    #: the raw squared L2 distance as Milvus returns it: lower is closer (FS-1 normalises it)
+    l2_distance: float
     #: the chunk's stored text (hybrid search only)
     text: str = ""
 
@@ -411,7 +412,7 @@ class VectorStore:
                     doc_key=entity["doc_key"],
                     domain=entity["domain"],
                     chunk_index=int(entity["chunk_index"]),
-                    score=float(hit["distance"]),
+                    l2_distance=float(hit["distance"]),
                 )
             )
         return hits
@@ -429,7 +430,7 @@ class VectorStore:
     ) -> list[VectorHit]:
         """One Milvus hybrid search over the dense vector and BM25 on ``text``, best fused first.
 
-        Each hit's ``score`` is its raw squared L2 distance to ``vector`` (computed from the
+        Each hit's ``l2_distance`` is its raw squared L2 distance to ``vector`` (computed from the
         stored vector, as a dense search would return it), whatever the fused rank."""
         from pymilvus import AnnSearchRequest, RRFRanker, WeightedRanker
 
@@ -467,7 +468,7 @@ class VectorStore:
                 doc_key=row["entity"]["doc_key"],
                 domain=row["entity"]["domain"],
                 chunk_index=int(row["entity"]["chunk_index"]),
-                score=float(distance),
+                l2_distance=float(distance),
                 text=row["entity"].get(TEXT_FIELD) or "",
             )
             for row, distance in zip(rows, distances, strict=True)

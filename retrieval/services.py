@@ -43,7 +43,8 @@ from retrieval.lookup.inputs import (
     recorded_value,
     session_id_clean,
 )
-from retrieval.lookup.pipeline import L0_CANDIDATES, domain_dedup_mode, lookup_run
+from retrieval.lookup.pipeline import domain_dedup_mode, lookup_run
+from retrieval.lookup.searchable import L0_CANDIDATES
 from retrieval.recording import TOOL_NAME, answered_call_record, failed_call_record, refused_call_record
 
 __all__ = [

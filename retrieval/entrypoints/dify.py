@@ -147,7 +147,7 @@ def _search(request: DifyRequest, domains: frozenset[str] | None = None) -> tupl
         document = documents.get(hit.doc_key)
         if document is None:
             continue
-        similarity = similarity_from_l2(hit.score, max_l2=max_l2)
+        similarity = similarity_from_l2(hit.l2_distance, max_l2=max_l2)
         if similarity < request.score_threshold:
             continue  # hybrid hits come in fused order, not by similarity
         if not request.metadata_condition.passes(document):
@@ -184,7 +184,7 @@ def _search(request: DifyRequest, domains: frozenset[str] | None = None) -> tupl
                 },
             }
         )
-    closest = min((h.score for h in hits), default=None)
+    closest = min((h.l2_distance for h in hits), default=None)
     top = similarity_from_l2(closest, max_l2=max_l2) if closest is not None else None
     details = {
         "knowledge_id": request.knowledge_id,
@@ -201,8 +201,8 @@ def _search(request: DifyRequest, domains: frozenset[str] | None = None) -> tupl
                 "doc_key": h.doc_key,
                 "domain": h.domain,
                 "chunk_index": h.chunk_index,
-                "score": h.score,
-                "similarity": round(similarity_from_l2(h.score, max_l2=max_l2), 6),
+                "score": h.l2_distance,
+                "similarity": round(similarity_from_l2(h.l2_distance, max_l2=max_l2), 6),
                 "indexed": h.doc_key in documents,
             }
             for h in hits

@@ -34,8 +34,8 @@ class Candidate:
     domain: str
     title: str
     l0_terms: list[str] = field(default_factory=list)
-    #: the document's closest L1 chunk: raw squared L2 score, its similarity and chunk index
-    score: float | None = None
+    #: the document's closest L1 chunk: raw squared L2 distance, its similarity and chunk index
+    l2_distance: float | None = None
     similarity: float | None = None
     chunk_index: int | None = None
     #: position of the document's first chunk in L1's order (fused order in hybrid mode)
@@ -97,9 +97,9 @@ def candidates_collect(
             candidate = by_key[hit.doc_key] = Candidate(hit.doc_key, hit.domain, "")
         if candidate.l1_rank is None:
             candidate.l1_rank = rank
-        if candidate.score is None or hit.score < candidate.score:
-            candidate.score = hit.score
-            candidate.similarity = similarity_from_l2(hit.score, max_l2=thresholds.max_l2_distance)
+        if candidate.l2_distance is None or hit.l2_distance < candidate.l2_distance:
+            candidate.l2_distance = hit.l2_distance
+            candidate.similarity = similarity_from_l2(hit.l2_distance, max_l2=thresholds.max_l2_distance)
             candidate.chunk_index = hit.chunk_index
         if hit.text:
             texts.setdefault(hit.doc_key, []).append(hit.text)

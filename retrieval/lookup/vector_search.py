@@ -1,4 +1,5 @@
-"""L1: embed the query, search Milvus for the best chunks, keep raw dense scores.
+"""L1: embed the query, search for the best chunks (behind ``retrieval.lookup.search``), keep raw
+dense distances.
 
 ``RETRIEVAL_L1_MODE=hybrid`` (the default): one Milvus ``hybrid_search`` over the dense vector and
 BM25 on the chunk text, fused by ``RETRIEVAL_HYBRID_RANKER``; hits come in fused order and each
@@ -32,8 +33,9 @@ import numpy as np
 from django.conf import settings
 
 from knowledge.embeddings import get_embedder
-from knowledge.vectorstore import VectorHit, VectorStoreError, get_vector_store
+from knowledge.vectorstore import VectorStore, VectorStoreError, get_vector_store
 from retrieval.lookup.lexical import bm25_query_text
+from retrieval.lookup.search import ChunkHit, ChunkSearch, DenseSearch, MilvusHybridSearch, SearchQuery
 
 
 class LRUCache:
@@ -75,7 +77,7 @@ _hits = LRUCache()
 @dataclass(frozen=True)
 class L1Result:
     #: chunk hits, best first (fused order in hybrid mode), each with its raw squared L2 score
-    hits: tuple[VectorHit, ...]
+    hits: tuple[ChunkHit, ...]
     embedding_model: str
     embed_ms: float
     search_ms: float
@@ -105,6 +107,18 @@ def l1_mode() -> str:
     return f"hybrid:{settings.RETRIEVAL_HYBRID_RANKER}" if mode == "hybrid" else "dense"
 
 
+def chunk_search_for(store: VectorStore, mode: str) -> ChunkSearch:
+    """The search behind L1 in ``mode`` (``l1_mode()``)."""
+    if mode == "dense":
+        return DenseSearch(store)
+    return MilvusHybridSearch(
+        store,
+        ranker=settings.RETRIEVAL_HYBRID_RANKER,
+        rrf_k=settings.RETRIEVAL_RRF_K,
+        dense_weight=settings.RETRIEVAL_DENSE_WEIGHT,
+    )
+
+
 def l1_search(
     *, query: str, top_k: int, signature: Hashable, domain: str | frozenset[str] | None = None
 ) -> L1Result:
@@ -132,21 +146,9 @@ def l1_search(
     vector, model_name, vector_cached, embed_ms = query_vector(query)
     started = time.perf_counter()
     lexical_text = bm25_query_text(query) if mode != "dense" else ""
+    search = chunk_search_for(store, mode)
     try:
-        if not lexical_text:  # dense mode, or a query of question words only: nothing for BM25
-            hits = tuple(store.search(vector.tolist(), top_k=top_k, domain=domain))
-        else:
-            hits = tuple(
-                store.hybrid_search(
-                    vector.tolist(),
-                    lexical_text,
-                    top_k=top_k,
-                    domain=domain,
-                    ranker=settings.RETRIEVAL_HYBRID_RANKER,
-                    rrf_k=settings.RETRIEVAL_RRF_K,
-                    dense_weight=settings.RETRIEVAL_DENSE_WEIGHT,
-                )
-            )
+        hits = search.search(SearchQuery(query, vector.tolist(), lexical_text), top_k=top_k, domains=domain)
     except VectorStoreError:
         # No collection yet means nothing was ever indexed: an empty result, not an outage.
         if not store.exists():
