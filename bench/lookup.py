@@ -348,7 +348,7 @@ def run_size(n_chunks: int, args: argparse.Namespace) -> dict:
 
         from django.conf import settings as django_settings
 
-        from retrieval.lookup.lexical import bm25_query_text
+        from retrieval.lookup.query_terms import bm25_query_text
 
         def raw_hybrid(query: str) -> tuple[float, float]:
             t0 = time.perf_counter()

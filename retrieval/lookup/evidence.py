@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from retrieval.lookup.keyword_index import text_normalise
-from retrieval.lookup.lexical import Term, main_script, query_terms
+from retrieval.lookup.lexical import main_script
+from retrieval.lookup.query_terms import Term, query_terms
 from retrieval.lookup.ranking import Candidate, candidates_collect
 from retrieval.lookup.request import LookupRequest
 from retrieval.lookup.searchable import Searchable

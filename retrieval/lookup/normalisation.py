@@ -23,7 +23,7 @@ def similarity_from_l2(score: float, *, max_l2: float) -> float:
     return 1.0 - clipped / max_l2
 
 
-# Lexical evidence (``retrieval.lookup.lexical.term_coverage``, the weighted share of the query's key
+# Lexical evidence (``retrieval.lookup.lexical.lexical_evidence``, the weighted share of the query's key
 # terms found in the candidate). The same for every model: it measures text, not vectors. Chosen
 # on the CMRC2018 trial dev half and confirmed on its test half and the demo set (docs/lookup.md
 # "How levels are decided"). With the USE profile on the dev half, lexical evidence takes

@@ -10,13 +10,14 @@ from knowledge.vectorstore import VectorHit
 from observability.records import DedupReason
 from retrieval.agents.tracker import SessionRetrievals
 from retrieval.lookup.keyword_index import L0Match
-from retrieval.lookup.lexical import Term, lexical_evidence
+from retrieval.lookup.lexical import lexical_evidence
 from retrieval.lookup.normalisation import (
     RelevanceLevel,
     l1_level_decide,
     relevance_level_decide,
     similarity_from_l2,
 )
+from retrieval.lookup.query_terms import Term
 from retrieval.lookup.thresholds import Thresholds
 
 DOMAIN_DEDUP_MODES = ("off", "soft", "hard")

@@ -34,7 +34,7 @@ from django.conf import settings
 
 from knowledge.embeddings import get_embedder
 from knowledge.vectorstore import VectorStore, VectorStoreError, get_vector_store
-from retrieval.lookup.lexical import bm25_query_text
+from retrieval.lookup.query_terms import bm25_query_text
 from retrieval.lookup.search import ChunkHit, ChunkSearch, DenseSearch, MilvusHybridSearch, SearchQuery
 
 

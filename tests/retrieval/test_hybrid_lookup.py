@@ -3,10 +3,18 @@ by lexical evidence, details naming the L1 and the thresholds' source; and the p
 
 import pytest
 
-from retrieval.lookup.lexical import lexical_evidence, main_script, query_terms, term_coverage
+from retrieval.lookup.lexical import lexical_evidence, main_script
 from retrieval.lookup.normalisation import RelevanceLevel, l1_level_decide
+from retrieval.lookup.query_terms import query_terms
 from retrieval.lookup.thresholds import Thresholds
 from retrieval.services import lookup_knowledge
+
+
+def term_coverage(terms, text, *, query_script):
+    """The weighted share of ``terms`` found in ``text`` when both are written in one script."""
+    evidence = lexical_evidence(terms, text, query_script=query_script)
+    return evidence.coverage if evidence is not None and evidence.same_script else None
+
 
 SEEDS = Thresholds(max_l2_distance=2.0, highly_relevant=0.75, reference=0.5)
 

@@ -151,7 +151,8 @@ def test_the_details_similarities_are_fs1_of_the_raw_scores_to_fixed_places(corp
 
 
 def test_hybrid_details_give_a_candidate_s_coverage_to_four_places(corpus, session_id, settings):
-    from retrieval.lookup.lexical import lexical_evidence, query_terms
+    from retrieval.lookup.lexical import lexical_evidence
+    from retrieval.lookup.query_terms import query_terms
 
     settings.RETRIEVAL_L1_MODE = "hybrid"
     corpus.add(
@@ -179,7 +180,7 @@ def test_a_keyword_in_more_documents_than_looked_at_counts_them_all(corpus, sess
 
 
 def test_hybrid_details_list_the_query_s_terms_with_weights_to_three_places(corpus, session_id, settings):
-    from retrieval.lookup.lexical import query_terms
+    from retrieval.lookup.query_terms import query_terms
 
     settings.RETRIEVAL_L1_MODE = "hybrid"
     corpus.add(

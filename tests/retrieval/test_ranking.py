@@ -14,8 +14,8 @@ import pytest
 from knowledge.vectorstore import VectorHit
 from retrieval.agents.tracker import MemoryTracker
 from retrieval.lookup.keyword_index import L0Match
-from retrieval.lookup.lexical import Term
 from retrieval.lookup.normalisation import RelevanceLevel
+from retrieval.lookup.query_terms import Term
 from retrieval.lookup.ranking import candidates_collect, selection_decide
 from retrieval.lookup.thresholds import Thresholds
 
