@@ -49,9 +49,13 @@ test: install
 mutate: install
 	$(BIN)/python -m mutation.run $(MUTATE_ARGS)
 
+# ruff, the import contracts (.importlinter: app directions, retrieval's layers, the lookup's stage
+# order) and mypy over the lookup and the call record ([tool.mypy] in pyproject.toml).
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 format: install
 	$(BIN)/ruff check --fix .

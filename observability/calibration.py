@@ -24,10 +24,12 @@ settings; that function re-reads it every few seconds, so a change takes effect 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Protocol
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
+from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db import transaction
 from django.utils.translation import gettext
 
@@ -48,11 +50,27 @@ class Thresholds:
     calibration_id: int | None = None
 
 
-def _from_settings() -> Thresholds:
-    # Explicit settings, else the embedding model's profile (retrieval.lookup.thresholds).
-    from retrieval.lookup.thresholds import settings_thresholds
+class ThresholdPair(Protocol):
+    highly_relevant: float
+    reference: float
 
-    base = settings_thresholds()
+
+# The pair before any staff calibration (explicit settings, else the embedding model's profile)
+# is the retrieval app's to know (``retrieval.lookup.thresholds.settings_thresholds``). It
+# registers its reader at start-up (``RetrievalConfig.ready``), so observability never imports
+# retrieval: the dependency runs retrieval -> observability only.
+_settings_reader: Callable[[], ThresholdPair] | None = None
+
+
+def settings_thresholds_reader_register(reader: Callable[[], ThresholdPair]) -> None:
+    global _settings_reader
+    _settings_reader = reader
+
+
+def _from_settings() -> Thresholds:
+    if _settings_reader is None:
+        raise ImproperlyConfigured("no reader of the thresholds in settings: is the retrieval app installed?")
+    base = _settings_reader()
     return Thresholds(highly_relevant=base.highly_relevant, reference=base.reference, source="settings")
 
 

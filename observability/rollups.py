@@ -26,7 +26,7 @@ from django.db.models import Count, F, Q, QuerySet
 from django.db.models.functions import Floor
 from django.utils import timezone
 
-from observability.display import json_value_text
+from config.display import json_value_text
 from observability.expressions import JSONValueText
 from observability.models import InvocationDailyRollup, InvocationRollupDay, ToolInvocation
 

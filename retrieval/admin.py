@@ -19,11 +19,12 @@ from django.utils.http import urlencode
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from observability.display import clipped, display_text
+from config.display import clipped, display_text
 from observability.models import ToolInvocation
 from retrieval.agents.identity import Agent
 from retrieval.agents.tracker import TrackerUnavailable, get_tracker
 from retrieval.models import AgentProfile
+from retrieval.staff import hit_testing_admin  # noqa: F401 - registers the hit testing page
 
 SESSIONS_SHOWN = 50
 SESSION_WINDOW = timedelta(days=7)

@@ -17,12 +17,12 @@
     memory (``retrieval.agents.tracker.fallback_tracker``, recorded as ``action_memory: memory-fallback``
     in the details). Any other failure is recorded as ERROR and re-raised.
 
-``session_retrievals_clear(*, session_id)``: forget what a session has retrieved.
-
 The parts: input cleaning (``retrieval.lookup.inputs``), the pipeline (``retrieval.lookup.pipeline``),
 what the agent reads (``retrieval.lookup.presenter``), the one place a call is recorded
 (``retrieval.recording``: one ToolInvocation, one INSERT) and the ``retrieval_details`` keys
-(``observability.records``). This module ties them together and keeps the names callers import.
+(``observability.records``). This module ties them together.
+
+``agent_session_retrievals_clear(*, agent, session_id)``: forget what an agent's session has retrieved.
 """
 
 from __future__ import annotations
@@ -34,32 +34,16 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from retrieval.agents import texts as agent_texts
-from retrieval.agents.identity import memory_session_key
+from retrieval.agents.identity import Agent, memory_session_key
 from retrieval.agents.tracker import get_tracker
 from retrieval.lookup.inputs import (
     MAX_SESSION_ID_CHARS,
-    MAX_TOP_K,
     lookup_input_clean,
     recorded_value,
     session_id_clean,
 )
-from retrieval.lookup.pipeline import domain_dedup_mode, lookup_run
-from retrieval.lookup.searchable import L0_CANDIDATES
-from retrieval.recording import TOOL_NAME, answered_call_record, failed_call_record, refused_call_record
-
-__all__ = [
-    "L0_CANDIDATES",
-    "MAX_SESSION_ID_CHARS",
-    "MAX_TOP_K",
-    "TOOL_NAME",
-    "LookupInputError",
-    "LookupOutcome",
-    "domain_dedup_mode",
-    "lookup_input_clean",
-    "lookup_knowledge",
-    "session_id_clean",
-    "session_retrievals_clear",
-]
+from retrieval.lookup.pipeline import lookup_run
+from retrieval.recording import answered_call_record, failed_call_record, refused_call_record
 
 
 class LookupInputError(ValidationError):
@@ -164,6 +148,6 @@ def lookup_knowledge(
     return LookupOutcome(run.body, run.details, invocation.pk, run.status, invocation.public_id)
 
 
-def session_retrievals_clear(*, session_id: str) -> None:
-    """Forget everything the session has retrieved (seed clearSession)."""
-    get_tracker().clear_session(session_id_clean(session_id))
+def agent_session_retrievals_clear(*, agent: Agent, session_id: str) -> None:
+    """Forget everything this agent's session has retrieved (seed clearSession)."""
+    get_tracker().clear_session(agent.memory_key(session_id_clean(session_id)))

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from retrieval.entrypoints import dify_api, rest
+from retrieval.entrypoints import dify_api, knowledge_map, rest
 
 app_name = "retrieval"
 
@@ -14,6 +14,8 @@ urlpatterns = [
         name="session-retrievals",
     ),
     path("prompts/executor", rest.ExecutorPromptApi.as_view(), name="executor-prompt"),
+    path("knowledge-map", knowledge_map.KnowledgeMapApi.as_view(), name="knowledge-map"),
+    path("prompts/planner", knowledge_map.PlannerPromptApi.as_view(), name="planner-prompt"),
     # Dify appends "/retrieval" to the endpoint registered there: register ".../api/dify".
     path("dify/retrieval", dify_api.DifyRetrievalApi.as_view(), name="dify-retrieval"),
 ]

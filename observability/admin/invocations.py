@@ -14,6 +14,13 @@ from django.utils.html import format_html
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
+from config.display import (
+    clipped,
+    display_clean,
+    display_json,
+    display_text,
+    request_query,
+)
 from observability import charts, selectors
 from observability.admin.base import ReadOnlyAdminMixin
 from observability.admin.filters import (
@@ -22,13 +29,6 @@ from observability.admin.filters import (
     LevelFilter,
     SimilarityFilter,
     TimeRangeFilter,
-)
-from observability.display import (
-    clipped,
-    display_clean,
-    display_json,
-    display_text,
-    request_query,
 )
 from observability.explain import level_explanation, thresholds_source
 from observability.feedback import feedback_record

@@ -27,8 +27,6 @@ from knowledge.models import ApiDocument, DocumentChunk, KnowledgeDomain
 from knowledge.selectors import documents_searchable
 from knowledge.vectorstore import VectorStoreError
 from observability.models import ToolInvocation
-from observability.records import ToolName
-from observability.services import invocation_record
 from retrieval.entrypoints.dify_conditions import (
     ConditionError,
     MetadataCondition,
@@ -36,12 +34,12 @@ from retrieval.entrypoints.dify_conditions import (
     metadata_condition_clean,
 )
 from retrieval.lookup.corpus import corpus_signature
-from retrieval.lookup.inputs import ONLY_INVISIBLE, invisible_only
+from retrieval.lookup.inputs import ONLY_INVISIBLE, invisible_only, unicode_problem
 from retrieval.lookup.normalisation import similarity_from_l2
 from retrieval.lookup.thresholds import current_thresholds
 from retrieval.lookup.vector_search import l1_search
+from retrieval.recording import dify_call_record
 
-TOOL_NAME = ToolName.DIFY
 ALL_DOMAINS = "*"
 MAX_TOP_K = 100
 # Chunks fetched from Milvus per requested record: metadata filters and the threshold drop some.
@@ -80,12 +78,12 @@ def dify_request_clean(body: Any) -> DifyRequest:
     knowledge_id = body.get("knowledge_id")
     if not isinstance(knowledge_id, str) or not knowledge_id.strip():
         raise _fail("knowledge_id", "a domain id or '*' is required")
-    if problem := _unicode_problem(knowledge_id):
+    if problem := unicode_problem(knowledge_id):
         raise _fail("knowledge_id", problem)
     query = body.get("query")
     if not isinstance(query, str) or not query.strip():
         raise _fail("query", "a non-blank string is required")
-    if problem := _unicode_problem(query):
+    if problem := unicode_problem(query):
         raise _fail("query", problem)  # as REST refuses it: it can be neither embedded nor stored
     query = query.strip()
     if invisible_only(query):
@@ -236,15 +234,13 @@ def dify_retrieve(
             request_record["query"] = request_record["query"][:4000]
 
     def record(status: str, summary: str, *, error: str = "", details: dict | None = None) -> None:
-        invocation_record(
-            tool_name=TOOL_NAME,
-            session_id="",
+        dify_call_record(
             request=request_record,
             status=status,
             duration_ms=round((time.perf_counter() - started) * 1000),
-            result_summary=summary,
+            summary=summary,
             error=error,
-            retrieval_details=details,
+            details=details,
             agent_id=agent_id,
         )
 
@@ -279,15 +275,6 @@ def _recordable(value: Any) -> Any:
     if isinstance(value, dict):
         return {_recordable(k): _recordable(v) for k, v in value.items()}
     return value
-
-
-def _unicode_problem(text: str) -> str | None:
-    """The REST lookup's check (``retrieval.services``): JSON lets lone surrogates through."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        return f"Contains a character that is not valid Unicode text (a lone surrogate at {exc.start})."
-    return None
 
 
 def dify_error_message(exc: ValidationError) -> str:

@@ -20,13 +20,13 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
-from rest_framework.authtoken.models import Token
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.exception_handlers import _first_message
 from retrieval.agents.identity import agent_for_user
 from retrieval.agents.throttling import AgentThrottle
+from retrieval.agents.tokens import token_user
 from retrieval.entrypoints.dify import (
     DifyInputError,
     SearchUnavailable,
@@ -53,10 +53,10 @@ class DifyBearerAuthentication(BaseAuthentication):
             raise DifyError(
                 403, 1001, "Invalid Authorization header format. Expected 'Bearer <api-key>' format."
             )
-        token = Token.objects.select_related("user").filter(key=key).first()
-        if token is None or not token.user.is_active:
+        user = token_user(key)
+        if user is None:
             raise DifyError(403, 1002, "Authorization failed")
-        return token.user, token
+        return user, None
 
 
 class DifyBearerScheme(OpenApiAuthenticationExtension):

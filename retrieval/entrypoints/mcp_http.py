@@ -35,6 +35,7 @@ from mcp.server.auth.provider import AccessToken
 
 from retrieval.agents.identity import Agent, agent_for_user
 from retrieval.agents.throttling import agent_budget_spend
+from retrieval.agents.tokens import token_user
 
 AGENT_SCOPE_KEY = "agentkb.agent"  # the calling Agent, set in the ASGI scope for the tools
 # JSON-RPC methods that do work for the agent and so spend its budget.
@@ -43,7 +44,10 @@ BUDGETED_METHODS = frozenset({"tools/call", "prompts/get"})
 SESSION_RETRY_AFTER_S = 60
 
 
-def _db_call(fn, /, **kwargs):
+def db_call(fn, /, **kwargs):
+    """Run ``fn`` like a Django request (MCP's handlers run outside Django's request cycle): stale
+    database connections closed before and after. Every MCP handler that reads the database
+    goes through it."""
     close_old_connections()
     try:
         return fn(**kwargs)
@@ -52,12 +56,8 @@ def _db_call(fn, /, **kwargs):
 
 
 def _token_agent(key: str) -> Agent | None:
-    from rest_framework.authtoken.models import Token
-
-    token = Token.objects.select_related("user").filter(key=key).first()
-    if token is None or not token.user.is_active:
-        return None
-    return agent_for_user(token.user)
+    user = token_user(key)
+    return None if user is None else agent_for_user(user)
 
 
 def _principal(agent: Agent, key: str) -> AuthenticatedUser:
@@ -136,7 +136,7 @@ class McpTokenAuth:
         if scheme.lower() not in ("token", "bearer") or not key:
             await _refuse(send, 401, "not_authenticated", "Authentication credentials were not provided.")
             return
-        agent = await sync_to_async(_db_call)(_token_agent, key=key)
+        agent = await sync_to_async(db_call)(_token_agent, key=key)
         if agent is None:
             await _refuse(send, 401, "authentication_failed", "Invalid token.")
             return

@@ -25,33 +25,23 @@ import uuid
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ValidationError
-from django.db import close_old_connections
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 
-from knowledge.selectors import knowledge_map_build, planner_prompt_render
+from knowledge.selectors import knowledge_map_build
 from retrieval.agents import texts as agent_texts
 from retrieval.agents.identity import Agent, agent_named
 from retrieval.agents.scopes import knowledge_map_scoped
 from retrieval.agents.tracker import TrackerUnavailable
-from retrieval.entrypoints.mcp_http import AGENT_SCOPE_KEY, McpTokenAuth
+from retrieval.entrypoints.mcp_http import AGENT_SCOPE_KEY, McpTokenAuth, db_call
 from retrieval.entrypoints.mcp_schema import lookup_arguments
-from retrieval.selectors import executor_prompt_get, lookup_tool_definition
+from retrieval.selectors import executor_prompt_get, lookup_tool_definition, planner_prompt_render
 from retrieval.services import lookup_knowledge as lookup_knowledge_service
 
 SERVER_NAME = "agentkb"
 STDIO_AGENT = "mcp-stdio"
 _SESSION_ATTR = "_agentkb_session_id"
-
-
-def _db_call(fn, /, **kwargs):
-    """Run ``fn`` like a Django request: stale connections closed before and after."""
-    close_old_connections()
-    try:
-        return fn(**kwargs)
-    finally:
-        close_old_connections()
 
 
 def mcp_session_id(ctx: Context) -> str:
@@ -123,7 +113,7 @@ def build_server(*, agent: str | None = None) -> FastMCP:
         session = session_id if session_id is not None else mcp_session_id(ctx)
         caller = _agent(ctx, agent)
         try:
-            outcome = await sync_to_async(_db_call)(
+            outcome = await sync_to_async(db_call)(
                 _lookup_in_agent_language,
                 token_agent=None if agent else _token_agent(ctx),
                 query=query,
@@ -147,21 +137,21 @@ def build_server(*, agent: str | None = None) -> FastMCP:
         structured_output=False,
     )
     async def get_knowledge_map(ctx: Context) -> str:
-        knowledge_map = await sync_to_async(_db_call)(knowledge_map_build)
+        knowledge_map = await sync_to_async(db_call)(knowledge_map_build)
         knowledge_map = knowledge_map_scoped(knowledge_map, _agent(ctx, agent).domains)
         return json.dumps(knowledge_map, ensure_ascii=False)
 
     @server.prompt(name="executor", description=agent_texts.text("mcp_executor_prompt"))
     async def executor(ctx: Context) -> str:
-        language = await sync_to_async(_db_call)(_language, token_agent=None if agent else _token_agent(ctx))
+        language = await sync_to_async(db_call)(_language, token_agent=None if agent else _token_agent(ctx))
         return await sync_to_async(executor_prompt_get)(language)
 
     @server.prompt(name="planner", description=agent_texts.text("mcp_planner_prompt"))
     async def planner(ctx: Context) -> str:
-        language = await sync_to_async(_db_call)(_language, token_agent=None if agent else _token_agent(ctx))
-        knowledge_map = await sync_to_async(_db_call)(knowledge_map_build)
+        language = await sync_to_async(db_call)(_language, token_agent=None if agent else _token_agent(ctx))
+        knowledge_map = await sync_to_async(db_call)(knowledge_map_build)
         scoped = knowledge_map_scoped(knowledge_map, _agent(ctx, agent).domains)
-        return await sync_to_async(_db_call)(planner_prompt_render, knowledge_map=scoped, language=language)
+        return await sync_to_async(db_call)(planner_prompt_render, knowledge_map=scoped, language=language)
 
     return server
 

@@ -13,7 +13,6 @@ from rest_framework.views import APIView
 
 from retrieval.agents.identity import agent_for_user
 from retrieval.agents.language import agent_language
-from retrieval.agents.sessions import agent_session_retrievals_clear, agent_session_retrievals_get
 from retrieval.agents.throttling import AgentThrottle
 from retrieval.agents.tracker import TrackerUnavailable
 from retrieval.entrypoints.serializers import (
@@ -22,8 +21,8 @@ from retrieval.entrypoints.serializers import (
     SessionRetrievalsSerializer,
 )
 from retrieval.entrypoints.tool_shapes import FORMATS, lookup_tool_shape, tool_shape_params_clean
-from retrieval.selectors import executor_prompt_get
-from retrieval.services import lookup_knowledge
+from retrieval.selectors import agent_session_retrievals_get, executor_prompt_get
+from retrieval.services import agent_session_retrievals_clear, lookup_knowledge
 
 INVOCATION_HEADER = "X-Invocation-Id"
 

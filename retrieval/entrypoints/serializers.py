@@ -1,10 +1,10 @@
 """Shapes of the tool API, for the OpenAPI schema. Validation of a lookup lives in the service
-(``retrieval.services.lookup_input_clean``) so the API, the ``lookup`` command and hit testing
+(``retrieval.lookup.inputs.lookup_input_clean``) so the API, the ``lookup`` command and hit testing
 refuse the same input with the same field-named errors."""
 
 from rest_framework import serializers
 
-from retrieval.services import MAX_SESSION_ID_CHARS, MAX_TOP_K
+from retrieval.lookup.inputs import MAX_SESSION_ID_CHARS, MAX_TOP_K
 
 
 class LookupRequestSerializer(serializers.Serializer):

@@ -45,7 +45,7 @@ def session_id_clean(session_id: Any) -> str:
     if not isinstance(session_id, str):
         raise ValidationError({"session_id": ["Must be a string."]})
     cleaned = session_id.strip()
-    if problem := _unicode_problem(cleaned):
+    if problem := unicode_problem(cleaned):
         raise ValidationError({"session_id": [problem]})
     if not cleaned:
         raise ValidationError({"session_id": ["This field may not be blank."]})
@@ -67,7 +67,7 @@ def lookup_input_clean(*, query: Any, session_id: Any, top_k: Any) -> tuple[str,
         errors["query"] = ["Must be a string."]
     else:
         cleaned_query = query.strip()
-        if problem := _unicode_problem(cleaned_query):
+        if problem := unicode_problem(cleaned_query):
             errors["query"] = [problem]
         elif not cleaned_query:
             errors["query"] = ["This field may not be blank."]
@@ -107,7 +107,7 @@ def recorded_value(value: Any) -> Any:
     return repr(value)[:200]
 
 
-def _unicode_problem(text: str) -> str | None:
+def unicode_problem(text: str) -> str | None:
     """Why ``text`` cannot be stored or embedded, if it cannot (JSON lets lone surrogates through)."""
     try:
         text.encode("utf-8")

@@ -23,8 +23,10 @@ import math
 import re
 import statistics
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from retrieval.lookup.keyword_index import text_normalise
 
@@ -64,7 +66,7 @@ class QueryTerms(tuple):
 
     latin_words: tuple[str, ...]
 
-    def __new__(cls, terms, latin_words=()):
+    def __new__(cls, terms: Iterable[Term], latin_words: Iterable[str] = ()) -> QueryTerms:
         self = super().__new__(cls, terms)
         self.latin_words = tuple(latin_words)
         return self
@@ -75,7 +77,7 @@ class _Idf:
         self.table: dict[str, float] = {}
         self.median = 0.0
         self.max = 0.0
-        self.english = None
+        self.english: Any = None  # wordfreq.word_frequency, imported by load()
         self.loaded = False
         self.lock = threading.Lock()
 

@@ -21,7 +21,10 @@ from retrieval.lookup.query_terms import Term
 from retrieval.lookup.thresholds import Thresholds
 
 DOMAIN_DEDUP_MODES = ("off", "soft", "hard")
-_LEVEL_STRENGTH = {RelevanceLevel.HIGHLY_RELEVANT: 2, RelevanceLevel.REFERENCE: 1}
+_LEVEL_STRENGTH: dict[RelevanceLevel | None, int] = {
+    RelevanceLevel.HIGHLY_RELEVANT: 2,
+    RelevanceLevel.REFERENCE: 1,
+}
 # A document without lexical evidence (written in another script than the query) is neither
 # favoured nor held back by it.
 NEUTRAL_COVERAGE = 0.5
@@ -119,7 +122,7 @@ def candidates_collect(
     if l0_match_count == 1 and len(l0) == 1:
         by_key[l0[0].doc_key].precise = True
 
-    def rank(c: Candidate) -> tuple:
+    def order_key(c: Candidate) -> tuple:
         if c.precise:
             tier = 0
         elif c.l1_level is not None:
@@ -143,7 +146,7 @@ def candidates_collect(
             c.doc_key,
         )
 
-    return sorted(by_key.values(), key=rank)
+    return sorted(by_key.values(), key=order_key)
 
 
 @dataclass

@@ -90,7 +90,7 @@ def result_items_build(
         (documents[c.doc_key].id, c.chunk_index) for c in returned if documents[c.doc_key].id not in full_ids
     }
     fields = ("document_id", "chunk_index", "heading_path", "content", "pages")
-    rows = []
+    rows: list[tuple] = []
     if full_ids:
         rows += DocumentChunk.objects.filter(document_id__in=full_ids).values_list(*fields)
     if wanted:

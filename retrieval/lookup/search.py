@@ -31,8 +31,10 @@ class SearchQuery:
 
 
 class ChunkSearch(Protocol):
-    #: what the call record names the search by: "dense", "hybrid:rrf", "hybrid:weighted"
-    mode: str
+    @property
+    def mode(self) -> str:
+        """What the call record names the search by: "dense", "hybrid:rrf", "hybrid:weighted"."""
+        ...
 
     def search(
         self, query: SearchQuery, *, top_k: int, domains: str | frozenset[str] | None

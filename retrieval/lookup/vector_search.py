@@ -28,6 +28,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from django.conf import settings
@@ -45,7 +46,7 @@ class LRUCache:
         self._data: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: Hashable):
+    def get(self, key: Hashable) -> Any:
         with self._lock:
             try:
                 self._data.move_to_end(key)
@@ -53,7 +54,7 @@ class LRUCache:
             except KeyError:
                 return None
 
-    def put(self, key: Hashable, value, *, capacity: int) -> None:
+    def put(self, key: Hashable, value: Any, *, capacity: int) -> None:
         if capacity <= 0:
             return
         with self._lock:

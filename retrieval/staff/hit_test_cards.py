@@ -3,7 +3,7 @@ RAGFlow's retrieval tests show it.
 
 A dry-run lookup's ``l1_candidates`` name each chunk (doc_key, chunk_index) with its scores; the
 text, heading path and pages are read from ``DocumentChunk`` in one query. Every string is made
-safe for the page here (``observability.display``): chunk text is whatever a document held.
+safe for the page here (``config.display``): chunk text is whatever a document held.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 from django.db.models import Q
 from django.urls import reverse
 
+from config.display import display_text
 from knowledge.models import ApiDocument, DocumentChunk
-from observability.display import display_text
 
 #: characters of a chunk shown on its card (the whole chunk opens below it, up to CHUNK_FULL_CHARS)
 CHUNK_PREVIEW_CHARS = 400

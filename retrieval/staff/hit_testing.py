@@ -25,11 +25,12 @@ from django.template.response import TemplateResponse
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
+from config.display import display_json, display_text
 from knowledge.models import KnowledgeDomain
-from observability.display import display_json, display_text
 from retrieval.agents.identity import agent_domains
 from retrieval.agents.language import agent_language
-from retrieval.services import MAX_TOP_K, lookup_knowledge
+from retrieval.lookup.inputs import MAX_TOP_K
+from retrieval.services import lookup_knowledge
 from retrieval.staff.hit_test_cards import candidate_cards, with_threshold_lines
 
 # Characters of an agent's name in the chooser (names are whatever created the user).

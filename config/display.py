@@ -1,4 +1,4 @@
-"""Any value an agent sent, made safe to show on a staff page.
+"""Any value an agent sent, made safe to show on a staff page (every app's admin pages use it).
 
 Stored requests are whatever arrived: null, a number, a list, 100,000 characters, lone
 surrogates (valid JSON, not encodable as UTF-8: a page containing one cannot be sent at all),

@@ -1,4 +1,4 @@
-"""REST endpoints of the knowledge app: the planner's knowledge map and the planner prompt.
+"""REST endpoints for planners: the knowledge map and the planner prompt.
 
 Same auth as the tool endpoint (DRF token, the project default) and the same per-agent
 throttle budget (the project default). An agent limited to some domains sees only those
@@ -16,7 +16,10 @@ from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from knowledge.selectors import knowledge_map_yaml, planner_prompt_render
+from knowledge.selectors import knowledge_map_yaml
+from retrieval.agents.language import agent_language
+from retrieval.agents.scopes import agent_knowledge_map
+from retrieval.selectors import planner_prompt_render
 
 
 class YAMLRenderer(renderers.BaseRenderer):
@@ -91,7 +94,7 @@ class KnowledgeMapApi(_ToolApi):
         responses={200: OpenApiTypes.OBJECT},
     )
     def get(self, request):
-        return Response(_agent_knowledge_map(request))
+        return Response(agent_knowledge_map(request.user))
 
 
 class PlannerPromptApi(_ToolApi):
@@ -107,19 +110,7 @@ class PlannerPromptApi(_ToolApi):
         responses={(200, "text/markdown"): OpenApiTypes.STR, (200, "application/json"): OpenApiTypes.OBJECT},
     )
     def get(self, request):
-        content = planner_prompt_render(_agent_knowledge_map(request), language=_agent_language(request))
+        content = planner_prompt_render(
+            agent_knowledge_map(request.user), language=agent_language(request.user)
+        )
         return Response({"name": "planner", "content": content})
-
-
-# Agent scopes and the agent-facing language live in the retrieval app (AgentProfile), which builds
-# on this one: imported when called, so the knowledge app does not load retrieval at import.
-def _agent_knowledge_map(request) -> dict:
-    from retrieval.agents.scopes import agent_knowledge_map
-
-    return agent_knowledge_map(request.user)
-
-
-def _agent_language(request) -> str:
-    from retrieval.agents.language import agent_language
-
-    return agent_language(request.user)
