@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from django.conf import settings
 
+from observability.records import RelevanceLevel
 from retrieval.agents.language import default_language, language_normalise
+
+# The levels a completeness hint speaks for: none for DEDUPED and not found.
+HINTED_LEVELS = frozenset({RelevanceLevel.PRECISE, RelevanceLevel.HIGHLY_RELEVANT, RelevanceLevel.REFERENCE})
 
 TEXTS: dict[str, dict[str, str]] = {
     "zh": {
@@ -169,7 +173,7 @@ def completeness_hint(level: str | None, language: str | None = None) -> str | N
     A RETRIEVAL_HINT_* setting is the hint of the global language; agents of the other language
     get its text from COMPLETENESS_HINTS.
     """
-    if level not in ("PRECISE", "HIGHLY_RELEVANT", "REFERENCE"):
+    if level not in HINTED_LEVELS:
         return None
     language = language_or_default(language)
     configured = getattr(settings, f"RETRIEVAL_HINT_{level}")

@@ -4,6 +4,7 @@ refuse the same input with the same field-named errors."""
 
 from rest_framework import serializers
 
+from observability.records import RelevanceLevel
 from retrieval.lookup.inputs import MAX_SESSION_ID_CHARS, MAX_TOP_K
 
 
@@ -32,7 +33,7 @@ class LookupResponseSerializer(serializers.Serializer):
     primary = ResultItemSerializer(allow_null=True)
     supplement = ResultItemSerializer(many=True)
     relevanceLevel = serializers.ChoiceField(
-        choices=["PRECISE", "HIGHLY_RELEVANT", "REFERENCE", "DEDUPED"], allow_null=True
+        choices=[level.value for level in RelevanceLevel], allow_null=True
     )
     completenessHint = serializers.CharField(allow_null=True)
     retrievedDomainsThisSession = serializers.ListField(child=serializers.CharField())

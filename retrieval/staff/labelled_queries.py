@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from knowledge.models import ApiDocument
-from observability.records import L0_DOC_KEYS, L1_CANDIDATES, WITHHELD_DOC_KEYS
+from observability.records import L0_DOC_KEYS, L1_CANDIDATES, WITHHELD_DOC_KEYS, RelevanceLevel
 
 
 class LabelledQueriesError(ValueError):
@@ -54,7 +54,7 @@ class Observation:
 
     @property
     def precise(self) -> bool:
-        return self.level == "PRECISE"
+        return self.level == RelevanceLevel.PRECISE
 
 
 # --- the file ---------------------------------------------------------------------------------------
