@@ -24,18 +24,11 @@ positions and font sizes for headings and tables), python-docx, python-pptx, ope
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
-
 # The shared names live in a leaf module the converters import (no import back into this package
 # module, which imports the converters); they are re-exported here for everyone else.
 from knowledge.converters.base import CONVERTED_FORMATS, ConversionError, Converted, Limits
 
 __all__ = ("CONVERTED_FORMATS", "ConversionError", "Converted", "Limits", "convert")
-
-
-def converted_format(name: str) -> str | None:
-    """The converter's format name for a file name, None for Markdown/text and unknown suffixes."""
-    return CONVERTED_FORMATS.get(PurePosixPath(name.lower()).suffix)
 
 
 def convert(data: bytes, *, fmt: str, limits: Limits) -> Converted:
