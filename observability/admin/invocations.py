@@ -29,6 +29,7 @@ from observability.display import (
     display_json,
     display_text,
     request_query,
+    spreadsheet_safe,
 )
 from observability.explain import level_explanation, thresholds_source
 from observability.feedback import feedback_record
@@ -150,7 +151,8 @@ class ToolInvocationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     def export_csv_view(self, request: HttpRequest):
         """The list as filtered (same filters and search), as CSV, newest first, at most
-        EXPORT_ROWS rows, streamed."""
+        EXPORT_ROWS rows, streamed. Every cell is ``spreadsheet_safe``: a query an agent wrote as
+        ``=HYPERLINK(...)`` opens as text, not as a formula."""
         import csv
 
         from django.http import StreamingHttpResponse
@@ -171,7 +173,8 @@ class ToolInvocationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             yield writer.writerow(header)
             for obj in queryset.order_by("-created_at", "-pk")[:EXPORT_ROWS].iterator(chunk_size=2000):
                 yield writer.writerow(
-                    [
+                    spreadsheet_safe(cell)
+                    for cell in [
                         obj.pk,
                         iso(obj.created_at),
                         obj.tool_name,
