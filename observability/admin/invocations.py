@@ -14,6 +14,7 @@ from django.utils.html import format_html
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
+from config.credentials import mask_credentials
 from observability import charts, selectors
 from observability.admin.base import ReadOnlyAdminMixin
 from observability.admin.filters import (
@@ -114,7 +115,9 @@ class ToolInvocationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     @admin.display(description=_("error"))
     def error_shown(self, obj: ToolInvocation) -> str:
-        return format_html("<pre class='okb-json'>{}</pre>", display_text(obj.error)) if obj.error else "–"
+        # Masked again on the page: rows recorded before errors were masked when written.
+        error = mask_credentials(display_text(obj.error))
+        return format_html("<pre class='okb-json'>{}</pre>", error) if obj.error else "–"
 
     @admin.display(description=_("result summary"))
     def summary_shown(self, obj: ToolInvocation) -> str:
