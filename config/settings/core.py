@@ -64,6 +64,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: errors under /api/, /mcp/ and /healthz answered as JSON, a foreign Host and a query
+    # string of too many parameters refused before anything else reads them (config/middleware.py).
+    "config.middleware.JsonErrorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files: compressed copies and far-future cache headers for hashed names (after
     # collectstatic); straight from the finders otherwise (config/staticfiles.py).
