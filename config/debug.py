@@ -46,6 +46,25 @@ class CredentialMaskingFormatter(logging.Formatter):
         return mask_credentials(super().format(record))
 
 
+class _MaskedFormatter(logging.Formatter):
+    """Another formatter's output, masked (for handlers set up outside settings.LOGGING)."""
+
+    def __init__(self, inner: logging.Formatter) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def format(self, record: logging.LogRecord) -> str:
+        return mask_credentials(self.inner.format(record))
+
+
+def handlers_mask_credentials(logger: logging.Logger) -> None:
+    """Make every handler of ``logger`` mask credentials, keeping its own format: the Celery
+    worker sets up its log handlers itself (not from settings.LOGGING), see config/celery.py."""
+    for handler in logger.handlers:
+        if not isinstance(handler.formatter, CredentialMaskingFormatter | _MaskedFormatter):
+            handler.setFormatter(_MaskedFormatter(handler.formatter or logging.Formatter()))
+
+
 def debug_banner() -> str:
     """The line ``make run`` prints about DEBUG (after ``services_banner``)."""
     from django.conf import settings

@@ -117,6 +117,32 @@ def test_log_lines_that_print_uris_are_masked():
     assert "root:********@127.0.0.1" in line and "key=********" in line
 
 
+def test_celery_worker_log_lines_are_masked_too():
+    from celery import signals
+
+    # Given: the handler a Celery worker sets up itself (its own format, not settings.LOGGING)
+    worker_logger = logging.getLogger("agentkb-test-worker")
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("[worker] %(message)s"))
+    worker_logger.addHandler(handler)
+    try:
+        # When: the worker has set up its logging
+        signals.after_setup_logger.send(sender=None, logger=worker_logger, loglevel=logging.INFO)
+        record = logging.LogRecord(
+            "httpx",
+            logging.INFO,
+            __file__,
+            1,
+            "HTTP Request: POST %s",
+            (f"https://llm/v1?api_key={API_KEY}",),
+            None,
+        )
+        # Then: its lines keep their format and lose the key
+        assert handler.format(record) == "[worker] HTTP Request: POST https://llm/v1?api_key=********"
+    finally:
+        worker_logger.removeHandler(handler)
+
+
 @pytest.mark.django_db
 def test_admin_pages_show_failures_without_the_credentials_in_them(admin_client):
     from knowledge.models import ApiDocument, KnowledgeDomain
