@@ -5,6 +5,7 @@ surrogates (valid JSON, not encodable as UTF-8: a page containing one cannot be 
 hundreds of combining marks on one letter (drawn as a tower over the rows around it) or emoji.
 Pages show them through ``display_text`` (any JSON value as printable text) and ``clipped``
 (the first characters, the whole text on hover, in a box that cannot widen its cell).
+Files staff download (the invocation CSV export) pass every cell through ``spreadsheet_safe``.
 """
 
 from __future__ import annotations
@@ -91,3 +92,16 @@ def json_value_text(raw: str | None) -> str:
     if isinstance(value, str):
         return _SURROGATE.sub("\ufffd", value)
     return _SURROGATE.sub("\ufffd", json.dumps(value, ensure_ascii=False))
+
+
+# A cell a spreadsheet would run as a formula (OWASP, CSV injection): = + - @, tab, carriage return.
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(value: Any) -> Any:
+    """A CSV cell that Excel, LibreOffice or Sheets show as text, never run: a string starting
+    like a formula (``=HYPERLINK(...)``, ``+1``, ``@SUM(A1)``) gets a leading single quote,
+    as OWASP's CSV-injection rule says. Anything else is returned as it is."""
+    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
+        return "'" + value
+    return value

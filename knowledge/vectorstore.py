@@ -29,6 +29,8 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 
+from config.credentials import mask_credentials
+
 logger = logging.getLogger(__name__)
 
 _PROP_MODEL = "agentkb.embedding_model"
@@ -51,7 +53,13 @@ _UPSERT_BATCH = 500
 
 
 class VectorStoreError(Exception):
-    """The vector store is unreachable or refused an operation."""
+    """The vector store is unreachable or refused an operation.
+
+    The message names the URI, with its password masked: it reaches logs, /healthz, recorded
+    invocations and the admin."""
+
+    def __init__(self, message: str = "", *args: object) -> None:
+        super().__init__(mask_credentials(str(message)), *args)
 
 
 class VectorStoreMismatch(VectorStoreError):

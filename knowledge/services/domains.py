@@ -29,6 +29,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from config.credentials import mask_credentials
 from config.queueing import task_queue_on_commit
 from knowledge.llm import LLMError, LLMUnavailable, get_llm_client
 from knowledge.models import ApiDocument, KnowledgeDomain
@@ -294,6 +295,7 @@ def domain_summary_failure_record(
     domain = KnowledgeDomain.objects.select_for_update().filter(domain_id=domain_id).first()
     if domain is None:
         return
+    error = mask_credentials(error)  # the admin shows it: an endpoint's URL may carry a key
     if final:
         domain.last_error = f"LLM failed, previous summary kept: {error}"
         domain.summary_state = State.FAILED
