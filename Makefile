@@ -33,7 +33,8 @@ run: install
 	@echo "  API docs   http://127.0.0.1:$(PORT)/api/docs/"
 	@echo "  health     http://127.0.0.1:$(PORT)/healthz"
 	@echo "  MCP        http://127.0.0.1:$(PORT)/mcp/  (streamable HTTP; stdio: python manage.py mcp_server)"
-	@$(BIN)/python manage.py shell --no-imports -c "from config.debug import debug_banner; print(debug_banner())"
+	@MILVUS_URI=http://127.0.0.1:$(MILVUS_PORT) $(BIN)/python manage.py shell --no-imports -c \
+		"from config.debug import debug_banner, services_banner; print(services_banner()); print(debug_banner())"
 	@echo ""
 	AGENTKB_PORT=$(PORT) MILVUS_PORT=$(MILVUS_PORT) MILVUS_URI=http://127.0.0.1:$(MILVUS_PORT) \
 		exec $(BIN)/honcho start -f Procfile
@@ -49,9 +50,13 @@ test: install
 mutate: install
 	$(BIN)/python -m mutation.run $(MUTATE_ARGS)
 
+# ruff, the import contracts (.importlinter: app directions, retrieval's layers, the lookup's stage
+# order) and mypy over the lookup and the call record ([tool.mypy] in pyproject.toml).
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 format: install
 	$(BIN)/ruff check --fix .

@@ -110,7 +110,7 @@ def main() -> None:
     from knowledge.selectors import knowledge_map_build, knowledge_map_yaml
     from knowledge.services.domains import domain_documents_changed
     from knowledge.summaries import extractive_document_summary
-    from retrieval.tokens import tool_token_issue
+    from retrieval.agents.tokens import tool_token_issue
     from tests.support.domain_map import good_answers
     from tests.support.fake_openai import FakeOpenAI
 

@@ -98,7 +98,7 @@ def run(args) -> None:
     from config.asgi import application_build
     from knowledge.models import ApiDocument
     from observability.models import ToolInvocation
-    from retrieval.tokens import tool_token_issue
+    from retrieval.agents.tokens import tool_token_issue
 
     call_command("import_documents", str(REPO / "knowledge" / "demo_corpus"), verbosity=0)
     indexed = ApiDocument.objects.filter(status=ApiDocument.Status.INDEXED).count()

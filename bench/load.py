@@ -145,7 +145,7 @@ def main() -> int:
         call_command("migrate", verbosity=0)
         from knowledge.models import ApiDocument
         from knowledge.services.uploads import folder_items, items_ingest
-        from retrieval.tokens import tool_token_issue
+        from retrieval.agents.tokens import tool_token_issue
 
         started = time.perf_counter()
         items_ingest(items=folder_items([DEMO_CORPUS]))
@@ -249,7 +249,7 @@ def _post(port: int, token: str, payload: dict) -> tuple[int, dict | None]:
 
 def _report(args, result: dict, sessions: list[str], work: Path) -> int:
     from observability.models import ToolInvocation
-    from retrieval.tracker import get_tracker
+    from retrieval.agents.tracker import get_tracker
 
     latencies, statuses = result["latencies"], result["statuses"]
     total = sum(statuses.values())

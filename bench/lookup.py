@@ -273,7 +273,7 @@ def run_size(n_chunks: int, args: argparse.Namespace) -> dict:
         from knowledge.vectorstore import get_vector_store
         from observability.models import ToolInvocation
         from observability.services import invocation_record
-        from retrieval.tokens import tool_token_issue
+        from retrieval.agents.tokens import tool_token_issue
 
         call_command("migrate", verbosity=0)
         embedder = get_embedder()
@@ -348,7 +348,7 @@ def run_size(n_chunks: int, args: argparse.Namespace) -> dict:
 
         from django.conf import settings as django_settings
 
-        from retrieval.lexical import bm25_query_text
+        from retrieval.lookup.query_terms import bm25_query_text
 
         def raw_hybrid(query: str) -> tuple[float, float]:
             t0 = time.perf_counter()

@@ -307,7 +307,7 @@ def ranked_from_lookup(body: dict, details: dict | None) -> list[str]:
     if body.get("primary"):
         keys.append(body["primary"]["docKey"])
     keys += [item["docKey"] for item in body.get("supplement") or []]
-    from retrieval.details import L0_DOC_KEYS, L1_CANDIDATES, WITHHELD_DOC_KEYS
+    from observability.records import L0_DOC_KEYS, L1_CANDIDATES, WITHHELD_DOC_KEYS
 
     details = details or {}
     keys += list(details.get(WITHHELD_DOC_KEYS) or [])
@@ -318,7 +318,7 @@ def ranked_from_lookup(body: dict, details: dict | None) -> list[str]:
 
 def similarity_from_details(details: dict | None, doc_key: str | None) -> float | None:
     """The best similarity of ``doc_key``'s chunks, else the lookup's top similarity."""
-    from retrieval.details import L1_CANDIDATES, L1_TOP_SIMILARITY
+    from observability.records import L1_CANDIDATES, L1_TOP_SIMILARITY
 
     details = details or {}
     if doc_key:
@@ -331,7 +331,7 @@ def similarity_from_details(details: dict | None, doc_key: str | None) -> float 
 
 def candidates_from_details(details: dict | None) -> list[dict]:
     """One entry per document of the L1 candidates, best chunk first: what decided its level."""
-    from retrieval.details import L1_CANDIDATES
+    from observability.records import L1_CANDIDATES
 
     seen: dict[str, dict] = {}
     for candidate in (details or {}).get(L1_CANDIDATES) or []:
@@ -503,7 +503,7 @@ def _ingest(dataset: Dataset) -> dict:
 
 def _l1_caches_clear() -> None:
     """No cached L1 result may cross from one system to the next (the caches are off anyway)."""
-    from retrieval import vector_search
+    from retrieval.lookup import vector_search
 
     clear = getattr(vector_search, "l1_caches_clear", None)
     if clear is not None:
@@ -591,7 +591,7 @@ def run_dataset(name: str, args: argparse.Namespace) -> dict:
         }
     if not args.url:
         try:
-            from retrieval.thresholds import current_thresholds
+            from retrieval.lookup.thresholds import current_thresholds
 
             result["thresholds"] = current_thresholds().as_dict()
         except Exception as exc:  # reported, not fatal: the figures above stand

@@ -2,7 +2,7 @@
 
 ``uvicorn config.asgi:application`` serves both (Procfile ``web``). Requests to ``/mcp`` or
 ``/mcp/...`` go to the MCP session manager behind the tool-token check
-(``retrieval.mcp_http.McpTokenAuth``: host, origin, token, session cap, throttle);
+(``retrieval.entrypoints.mcp_http.McpTokenAuth``: host, origin, token, session cap, throttle);
 everything else goes to Django. The MCP session
 manager lives for the process: it is started and stopped by the ASGI lifespan protocol.
 """
@@ -22,7 +22,7 @@ if settings.DEBUG:
 
     django_application = ASGIStaticFilesHandler(django_application)
 
-from retrieval.mcp_server import mcp_http_app  # noqa: E402  (needs the apps loaded above)
+from retrieval.entrypoints.mcp_server import mcp_http_app  # noqa: E402  (needs the apps loaded above)
 
 MCP_PREFIX = "/mcp"
 

@@ -3,7 +3,7 @@
 import os
 from pathlib import Path
 
-from celery import Celery
+from celery import Celery, signals
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -22,3 +22,14 @@ def ensure_filesystem_broker_folders() -> None:
 
 if str(app.conf.broker_url or "").startswith("filesystem://"):
     ensure_filesystem_broker_folders()
+
+
+@signals.after_setup_logger.connect
+@signals.after_setup_task_logger.connect
+def _worker_logs_mask_credentials(logger=None, **kwargs) -> None:
+    # The worker replaces the root logger's handlers with its own: mask there too (an httpx line
+    # "HTTP Request: POST https://…?api_key=…", a broker URL with its password).
+    from config.debug import handlers_mask_credentials
+
+    if logger is not None:
+        handlers_mask_credentials(logger)

@@ -6,7 +6,8 @@ but a password inside a URL-valued setting (``REDIS_URL=redis://:secret@host``,
 request with a foreign ``Host`` produces under ``make run``. ``CredentialSafeReporterFilter``
 (``DEFAULT_EXCEPTION_REPORTER_FILTER``) masks the user-info of every URL in any setting, in the
 request's headers and in traceback variables; ``CredentialMaskingFormatter`` does the same for
-every log line (message and traceback).
+every log line (message and traceback). The rule (credential query parameters too) is
+``config.credentials.mask_credentials``.
 """
 
 from __future__ import annotations
@@ -16,20 +17,7 @@ import re
 
 from django.views.debug import SafeExceptionReporterFilter
 
-MASK = "********"
-# scheme://user:password@  or  scheme://:password@  or  scheme://token@ (user-info alone).
-_URL_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/\s@'\"<>]+)@")
-
-
-def mask_url_credentials(text: str) -> str:
-    """``text`` with the user-info of every URL in it replaced by a mask (the user name kept)."""
-
-    def masked(match: re.Match) -> str:
-        user, sep, _password = match["userinfo"].partition(":")
-        kept = f"{user}:{MASK}" if sep else MASK
-        return f"{match['scheme']}{kept}@"
-
-    return _URL_USERINFO.sub(masked, text)
+from config.credentials import mask_credentials
 
 
 class CredentialSafeReporterFilter(SafeExceptionReporterFilter):
@@ -41,12 +29,12 @@ class CredentialSafeReporterFilter(SafeExceptionReporterFilter):
     def cleanse_setting(self, key, value):
         value = super().cleanse_setting(key, value)
         if isinstance(value, str):
-            return mask_url_credentials(value)
+            return mask_credentials(value)
         return value
 
     def get_traceback_frame_variables(self, request, tb_frame):
         return [
-            (name, mask_url_credentials(value) if isinstance(value, str) else value)
+            (name, mask_credentials(value) if isinstance(value, str) else value)
             for name, value in super().get_traceback_frame_variables(request, tb_frame)
         ]
 
@@ -55,11 +43,30 @@ class CredentialMaskingFormatter(logging.Formatter):
     """A formatter whose output never carries a URL's credentials."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return mask_url_credentials(super().format(record))
+        return mask_credentials(super().format(record))
+
+
+class _MaskedFormatter(logging.Formatter):
+    """Another formatter's output, masked (for handlers set up outside settings.LOGGING)."""
+
+    def __init__(self, inner: logging.Formatter) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def format(self, record: logging.LogRecord) -> str:
+        return mask_credentials(self.inner.format(record))
+
+
+def handlers_mask_credentials(logger: logging.Logger) -> None:
+    """Make every handler of ``logger`` mask credentials, keeping its own format: the Celery
+    worker sets up its log handlers itself (not from settings.LOGGING), see config/celery.py."""
+    for handler in logger.handlers:
+        if not isinstance(handler.formatter, CredentialMaskingFormatter | _MaskedFormatter):
+            handler.setFormatter(_MaskedFormatter(handler.formatter or logging.Formatter()))
 
 
 def debug_banner() -> str:
-    """The line ``make run`` prints about DEBUG."""
+    """The line ``make run`` prints about DEBUG (after ``services_banner``)."""
     from django.conf import settings
 
     if settings.DEBUG:
@@ -68,3 +75,19 @@ def debug_banner() -> str:
             "masked; serve on loopback only, set DEBUG=false anywhere else"
         )
     return "  DEBUG      off"
+
+
+def services_banner() -> str:
+    """The lines ``make run`` prints about where the parts run, passwords masked."""
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    host = f"{database['HOST']}/" if database.get("HOST") else ""
+    parts = [
+        ("database", f"{database['ENGINE'].rsplit('.', 1)[-1]} {host}{database['NAME']}"),
+        ("Milvus", settings.MILVUS_URI),
+        ("broker", settings.CELERY_BROKER_URL),
+        ("Redis", settings.REDIS_URL or "(none: in-process cache and action memory)"),
+        ("LLM", settings.LLM_BASE_URL or "(none: extractive summaries)"),
+    ]
+    return "\n".join(f"  {name:<10} {mask_credentials(str(where))}" for name, where in parts)

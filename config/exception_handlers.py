@@ -22,6 +22,12 @@ def _first_message(details: Any) -> str:
     return str(details)
 
 
+def error_body(code: str, message: str, details: Any = None) -> dict:
+    """The API's one error format (also written by ``config.middleware`` for errors Django
+    answers before any API view runs)."""
+    return {"error": {"code": code, "message": message, "details": details if details is not None else {}}}
+
+
 class RequestTooLarge(exceptions.APIException):
     status_code = 413
     default_code = "request_too_large"
@@ -60,5 +66,5 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
         if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
             details = {"retry_after_seconds": int(exc.wait)}
 
-    response.data = {"error": {"code": code, "message": message, "details": details}}
+    response.data = error_body(code, message, details)
     return response

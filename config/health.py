@@ -1,9 +1,10 @@
 """GET /healthz: the state of the database, the vector store and the Celery broker.
 
 200 when all answer; 503 with ``down`` naming each part that does not. Anyone (a load balancer,
-a probe) gets only up/down per part; the details (backends, URIs, errors, timings) go only to
-staff signed in to the admin or to a caller with a valid tool token (``Authorization: Token``),
-so an anonymous request learns nothing about where the services run.
+a probe, an agent with its tool token) gets only up/down per part; the details (backends, URIs,
+errors, timings) go only to staff signed in to the admin, with every URI's password and
+credential parameters masked (``config.credentials``). An agent learns nothing about where the
+services run or how to reach them.
 
 It lives in ``config``: it checks the whole service, not one app.
 """
@@ -17,6 +18,8 @@ from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
+
+from config.credentials import mask_credentials
 
 
 def _check_database() -> str:
@@ -54,23 +57,17 @@ def run_checks() -> dict[str, dict]:
         started = time.perf_counter()
         try:
             detail = check()
-            results[name] = {"ok": True, "detail": detail}
+            results[name] = {"ok": True, "detail": mask_credentials(str(detail))}
         except Exception as exc:  # a health check reports every failure, whatever its type
-            results[name] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
+            results[name] = {"ok": False, "error": mask_credentials(f"{type(exc).__name__}: {exc}")[:500]}
         results[name]["ms"] = round((time.perf_counter() - started) * 1000, 1)
     return results
 
 
 def _may_see_details(request: HttpRequest) -> bool:
+    """Staff signed in to the admin; never an agent: a tool token opens no door here."""
     user = getattr(request, "user", None)
-    if user is not None and user.is_active and user.is_staff:
-        return True
-    scheme, _, key = request.META.get("HTTP_AUTHORIZATION", "").strip().partition(" ")
-    if scheme.lower() not in ("token", "bearer") or not key.strip():
-        return False
-    from rest_framework.authtoken.models import Token
-
-    return Token.objects.filter(key=key.strip(), user__is_active=True).exists()
+    return user is not None and user.is_active and user.is_staff
 
 
 @never_cache

@@ -18,7 +18,6 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="redoc"),
     path("api/", include("retrieval.urls")),
-    path("api/", include("knowledge.urls")),
     path("api/", include("observability.urls")),
     path("i18n/", include("django.conf.urls.i18n")),
 ]

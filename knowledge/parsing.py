@@ -34,8 +34,9 @@ from typing import Any
 import yaml
 from django.conf import settings
 
-from knowledge.converters import CONVERTED_FORMATS, ConversionError, Limits
+from knowledge.converters.base import CONVERTED_FORMATS, ConversionError, Limits
 from knowledge.converters.sniff import sniff
+from knowledge.converters.text import bytes_to_text
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 TEXT_SUFFIXES = (".txt",)
@@ -105,33 +106,12 @@ class ParsedDocument:
 
 # --- bytes to text ------------------------------------------------------------------------------
 def decode_text(data: bytes) -> tuple[str, str]:
-    """(text, encoding name). UTF-8 with BOM, UTF-8, then GB18030; other bytes are refused."""
-    if not data.strip():
-        raise DocumentParseError("file", "is empty")
-    if b"\x00" in data:
-        # UTF-16/32 text and binary files both hold NUL bytes; neither is UTF-8 or GB18030.
-        raise DocumentParseError("file", "is binary or UTF-16/32 (NUL bytes); save it as UTF-8")
-    if data.startswith(b"\xef\xbb\xbf"):
-        try:
-            return data[3:].decode("utf-8"), "utf-8-sig"
-        except UnicodeDecodeError as exc:
-            raise DocumentParseError(
-                "file", f"has a UTF-8 BOM but invalid UTF-8 at byte {exc.start + 3}"
-            ) from exc
+    """(text, encoding name). UTF-8 with BOM, UTF-8, then GB18030; other bytes are refused
+    (DocumentParseError on "file")."""
     try:
-        return data.decode("utf-8"), "utf-8"
-    except UnicodeDecodeError:
-        pass
-    try:
-        text = data.decode("gb18030")
-    except UnicodeDecodeError as exc:
-        raise DocumentParseError(
-            "file", f"is neither UTF-8 nor GB18030 (undecodable byte at offset {exc.start}); save it as UTF-8"
-        ) from exc
-    # GB18030 maps almost any byte sequence to something; control characters mean it was not text.
-    if any(unicodedata.category(ch) == "Cc" and ch not in "\t\n\r\f" for ch in text):
-        raise DocumentParseError("file", "is neither UTF-8 nor GB18030 text; save it as UTF-8")
-    return text, "gb18030"
+        return bytes_to_text(data)
+    except ConversionError as exc:
+        raise DocumentParseError("file", exc.reason) from exc
 
 
 # --- names -------------------------------------------------------------------------------------

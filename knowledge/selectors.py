@@ -8,12 +8,10 @@ keeps answering at its previous version. L0, the L1 candidate filter, the corpus
 the knowledge map all read this one predicate.
 
 The map lists every domain that has searchable documents, with its planner guidance and each
-document's title and covers. It goes into the planner prompt only, never the executor's.
+document's title and covers. It goes into the planner prompt only, never the executor's (``retrieval.selectors``).
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import yaml
 from django.conf import settings
@@ -45,9 +43,6 @@ def domain_ids_known() -> list[str]:
     return sorted(
         set(KnowledgeDomain.objects.values_list("domain_id", flat=True)) | set(domain_ids_with_documents())
     )
-
-
-KNOWLEDGE_MAP_PLACEHOLDER = "{{ knowledge_map }}"
 
 
 def knowledge_map_build(*, max_chars: int | None = None) -> dict:
@@ -99,24 +94,3 @@ def knowledge_map_yaml(knowledge_map: dict | None = None) -> str:
     return yaml.dump(
         data, Dumper=dumper, allow_unicode=True, sort_keys=False, default_flow_style=False, width=1000
     )
-
-
-def _template_path(name: str) -> Path:
-    for folder in settings.TEMPLATES[0]["DIRS"]:
-        candidate = Path(folder) / name
-        if candidate.exists():
-            return candidate
-    raise FileNotFoundError(name)
-
-
-def planner_prompt_render(knowledge_map: dict | None = None, language: str | None = None) -> str:
-    """The planner prompt, in the agent's language (None: AGENT_LANGUAGE), with the knowledge map
-    (YAML) injected at its placeholder.
-
-    Plain substitution, not the Django template engine: the prompt is Markdown for an LLM and
-    must not be HTML-escaped.
-    """
-    from retrieval.agent_texts import prompt_template  # the agent-facing texts live in retrieval
-
-    template = _template_path(prompt_template("planner", language)).read_text(encoding="utf-8")
-    return template.replace(KNOWLEDGE_MAP_PLACEHOLDER, knowledge_map_yaml(knowledge_map).rstrip("\n"))

@@ -33,6 +33,8 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 
+from config.credentials import mask_credentials
+
 logger = logging.getLogger(__name__)
 
 _PROP_MODEL = "agentkb.embedding_model"
@@ -55,7 +57,13 @@ _UPSERT_BATCH = 500
 
 
 class VectorStoreError(Exception):
-    """The vector store is unreachable or refused an operation."""
+    """The vector store is unreachable or refused an operation.
+
+    The message names the URI, with its password masked: it reaches logs, /healthz, recorded
+    invocations and the admin."""
+
+    def __init__(self, message: str = "", *args: object) -> None:
+        super().__init__(mask_credentials(str(message)), *args)
 
 
 class VectorStoreMismatch(VectorStoreError):
@@ -87,7 +95,8 @@ class VectorHit:
     doc_key: str
     domain: str
     chunk_index: int
-    score: float  # raw squared L2 distance as Milvus returns it
+    #: the raw squared L2 distance as Milvus returns it: lower is closer (FS-1 normalises it)
+    l2_distance: float
     #: the chunk's stored text (hybrid search only)
     text: str = ""
 
@@ -436,7 +445,7 @@ class VectorStore:
                     doc_key=entity["doc_key"],
                     domain=entity["domain"],
                     chunk_index=int(entity["chunk_index"]),
-                    score=float(hit["distance"]),
+                    l2_distance=float(hit["distance"]),
                 )
             )
         return hits
@@ -489,7 +498,7 @@ class VectorStore:
     ) -> list[VectorHit]:
         """One Milvus hybrid search over the dense vector and BM25 on ``text``, best fused first.
 
-        Each hit's ``score`` is its raw squared L2 distance to ``vector`` (computed from the
+        Each hit's ``l2_distance`` is its raw squared L2 distance to ``vector`` (computed from the
         stored vector, as a dense search would return it), whatever the fused rank."""
         from pymilvus import AnnSearchRequest, RRFRanker, WeightedRanker
 
@@ -527,7 +536,7 @@ class VectorStore:
                 doc_key=row["entity"]["doc_key"],
                 domain=row["entity"]["domain"],
                 chunk_index=int(row["entity"]["chunk_index"]),
-                score=float(distance),
+                l2_distance=float(distance),
                 text=row["entity"].get(TEXT_FIELD) or "",
             )
             for row, distance in zip(rows, distances, strict=True)

@@ -3,9 +3,14 @@
 Agents (API, their own calls only) and staff (admin) judge whether a lookup's result helped.
 Each judged invocation is one vote (the staff judgement when staff judged it, else its agent's);
 grouped by the call's ``l1_top_similarity`` in 0.05-wide bands, the votes show where results stop
-helping. Lookups and Dify calls are calibrated apart (``VoteFilter.tool``). Votes that all come
-from one agent give no suggestion unless staff choose to use them (``VoteFilter.single_agent``).
-The suggestion:
+helping. Lookups and Dify calls are calibrated apart (``VoteFilter.tool``).
+
+No agent can steer it (``agent_vote_weights``): no agent's votes count for more than a third of
+the total weight (an agent with more votes has each of them counted for less; staff votes count
+in full), and a suggestion needs votes of at least three agents, or staff votes, and at least
+``OBSERVABILITY_CALIBRATION_MIN_FEEDBACK`` judgements both as cast and as counted. Votes that all
+come from one agent give a suggestion only when staff choose to use them (``VoteFilter.single_agent``),
+as they are. The suggestion:
 
 - REFERENCE threshold: the band edge that best separates helpful from unhelpful results, i.e.
   maximises Youden's J = (share of helpful results at or above it) - (share of unhelpful ones at
@@ -17,25 +22,33 @@ The suggestion:
 
 Nothing changes until a staff member applies a pair (``calibration_apply``), which is recorded
 with who and when. ``thresholds_in_force`` is what the lookup uses (it reads the same rows through
-``retrieval.thresholds.current_thresholds``): the latest applied pair, else the RETRIEVAL_*
+``retrieval.lookup.thresholds.current_thresholds``): the latest applied pair, else the RETRIEVAL_*
 settings; that function re-reads it every few seconds, so a change takes effect without a restart.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Protocol
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
+from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db import transaction
 from django.utils.translation import gettext
 
 from observability.models import InvocationFeedback, ThresholdCalibration
+from observability.records import ToolName
 
 logger = logging.getLogger(__name__)
 
 BANDS = 20  # 0.05 wide, as the dashboard's histogram
+# No agent's votes count for more than this share of the total weight.
+MAX_AGENT_SHARE = 1 / 3
+# A suggestion from agents' votes needs votes of at least this many agents (or staff votes).
+MIN_AGENTS = 3
 
 
 @dataclass(frozen=True)
@@ -47,18 +60,34 @@ class Thresholds:
     calibration_id: int | None = None
 
 
-def _from_settings() -> Thresholds:
-    # Explicit settings, else the embedding model's profile (retrieval.thresholds).
-    from retrieval.thresholds import settings_thresholds
+class ThresholdPair(Protocol):
+    highly_relevant: float
+    reference: float
 
-    base = settings_thresholds()
+
+# The pair before any staff calibration (explicit settings, else the embedding model's profile)
+# is the retrieval app's to know (``retrieval.lookup.thresholds.settings_thresholds``). It
+# registers its reader at start-up (``RetrievalConfig.ready``), so observability never imports
+# retrieval: the dependency runs retrieval -> observability only.
+_settings_reader: Callable[[], ThresholdPair] | None = None
+
+
+def settings_thresholds_reader_register(reader: Callable[[], ThresholdPair]) -> None:
+    global _settings_reader
+    _settings_reader = reader
+
+
+def _from_settings() -> Thresholds:
+    if _settings_reader is None:
+        raise ImproperlyConfigured("no reader of the thresholds in settings: is the retrieval app installed?")
+    base = _settings_reader()
     return Thresholds(highly_relevant=base.highly_relevant, reference=base.reference, source="settings")
 
 
 def thresholds_in_force() -> Thresholds:
     """The thresholds lookups use now, for the pages to draw: the latest staff-applied
     calibration, else the settings. (The lookup itself reads them through
-    ``retrieval.thresholds.current_thresholds``, which applies the same rule with a short
+    ``retrieval.lookup.thresholds.current_thresholds``, which applies the same rule with a short
     per-process cache.)"""
     latest = ThresholdCalibration.objects.order_by("-applied_at", "-id").first()
     if latest is None or latest.reverted:
@@ -74,8 +103,8 @@ def thresholds_in_force() -> Thresholds:
     )
 
 
-LOOKUP_TOOL = "lookup_knowledge"
-DIFY_TOOL = "dify_retrieval"
+LOOKUP_TOOL = ToolName.LOOKUP
+DIFY_TOOL = ToolName.DIFY
 # Dify calls are judged apart: their similarity is compared with Dify's own score_threshold, not
 # with the lookup's levels, so their judgements say nothing about REFERENCE / HIGHLY_RELEVANT.
 CALIBRATED_TOOLS = (LOOKUP_TOOL, DIFY_TOOL)
@@ -141,9 +170,43 @@ def calibration_votes(vote_filter: VoteFilter | None = None) -> list[dict]:
     return votes
 
 
+def agent_vote_weights(votes: list[dict], *, as_cast: bool = False) -> dict[str, float]:
+    """What one vote of each agent counts for: 1, or less for an agent whose votes would otherwise
+    be more than MAX_AGENT_SHARE of the total weight, so that its votes together count for
+    exactly that share. Staff votes count 1 each and are never held. ``as_cast``: every vote
+    counts 1 (staff chose to use one agent's votes as they are).
+
+    The share is reached by holding the largest agents one at a time: an agent is held when its
+    votes exceed ``MAX_AGENT_SHARE`` of what everyone else counts for plus the held agents' share.
+    """
+    counts = Counter(v["voter"] for v in votes if v["source"] == InvocationFeedback.Source.AGENT)
+    if as_cast:
+        return dict.fromkeys(counts, 1.0)
+    staff = sum(1 for v in votes if v["source"] == InvocationFeedback.Source.STAFF)
+    held: set[str] = set()
+    while True:
+        free = staff + sum(n for agent, n in counts.items() if agent not in held)
+        room = 1 - MAX_AGENT_SHARE * len(held)
+        # Each held agent counts for `cap` in all: cap = share x (free + held x cap).
+        cap = MAX_AGENT_SHARE * free / room if room > 1e-9 else 0.0
+        over = [agent for agent, n in counts.items() if agent not in held and n > cap + 1e-9]
+        if not over:
+            break
+        held.add(max(over, key=lambda agent: (counts[agent], agent)))
+    return {agent: min(1.0, cap / n) if agent in held else 1.0 for agent, n in counts.items()}
+
+
+def _tidy(value: float) -> float | int:
+    """A weighted count as shown: a whole number when it is one, else three decimals."""
+    rounded = round(value)
+    return int(rounded) if abs(value - rounded) < 1e-9 else round(value, 3)
+
+
 def calibration_bands(vote_filter: VoteFilter | None = None) -> dict:
-    """Votes per 0.05 similarity band: helpful, unhelpful and the helpful rate, plus who voted
-    (by source and by agent).
+    """Votes per 0.05 similarity band: helpful, unhelpful and the helpful rate as cast (one per
+    judged call), and ``counted_helpful`` / ``counted_unhelpful`` as the suggestion counts them
+    (each agent held to MAX_AGENT_SHARE of the weight, ``agent_vote_weights``); plus who voted:
+    by source, and by agent with its votes, its share of them and what they count for.
 
     Only judgements on calls that had an L1 similarity count (PRECISE-by-keyword lookups
     without one say nothing about the similarity thresholds).
@@ -151,38 +214,64 @@ def calibration_bands(vote_filter: VoteFilter | None = None) -> dict:
     vote_filter = vote_filter or VoteFilter()
     votes = calibration_votes(vote_filter)
     bands = [
-        {"lo": round(i / BANDS, 4), "hi": round((i + 1) / BANDS, 4), "helpful": 0, "unhelpful": 0}
+        {
+            "lo": round(i / BANDS, 4),
+            "hi": round((i + 1) / BANDS, 4),
+            "helpful": 0,
+            "unhelpful": 0,
+            "counted_helpful": 0.0,
+            "counted_unhelpful": 0.0,
+        }
         for i in range(BANDS)
     ]
     by_source = {s: {"helpful": 0, "unhelpful": 0} for s in InvocationFeedback.Source.values}
+    agent_voters = {v["voter"] for v in votes if v["source"] == InvocationFeedback.Source.AGENT}
+    staff_votes = sum(1 for v in votes if v["source"] == InvocationFeedback.Source.STAFF)
+    # The one agent every vote comes from, when no staff voted and only one agent did.
+    single_agent = next(iter(agent_voters)) if len(agent_voters) == 1 and not staff_votes else None
+    weights = agent_vote_weights(votes, as_cast=bool(single_agent and vote_filter.single_agent))
     by_agent: dict[str, dict] = {}
     for vote in votes:
         band = bands[min(max(int(vote["similarity"] * BANDS), 0), BANDS - 1)]
         verdict = "helpful" if vote["helpful"] else "unhelpful"
+        agent = vote["source"] == InvocationFeedback.Source.AGENT
         band[verdict] += 1
+        band[f"counted_{verdict}"] += weights[vote["voter"]] if agent else 1.0
         by_source[vote["source"]][verdict] += 1
-        if vote["source"] == InvocationFeedback.Source.AGENT:
+        if agent:
             by_agent.setdefault(vote["voter"], {"agent": vote["voter"], "helpful": 0, "unhelpful": 0})
             by_agent[vote["voter"]][verdict] += 1
+    counted = staff_votes + sum(weights[a] * (s["helpful"] + s["unhelpful"]) for a, s in by_agent.items())
+    for name, row in by_agent.items():
+        row["votes"] = row["helpful"] + row["unhelpful"]
+        row["share"] = round(row["votes"] / len(votes), 3)
+        row["counted"] = _tidy(weights[name] * row["votes"])
+        row["counted_share"] = round(weights[name] * row["votes"] / counted, 3) if counted else 0.0
+        row["held"] = weights[name] < 1.0
     for band in bands:
         judged = band["helpful"] + band["unhelpful"]
         band["judged"] = judged
         band["rate"] = round(band["helpful"] / judged, 3) if judged else None
-    agents = sorted(by_agent.values(), key=lambda a: (-(a["helpful"] + a["unhelpful"]), a["agent"]))
-    staff_votes = (
-        by_source[InvocationFeedback.Source.STAFF]["helpful"]
-        + by_source[InvocationFeedback.Source.STAFF]["unhelpful"]
-    )
+        band["counted_helpful"] = _tidy(band["counted_helpful"])
+        band["counted_unhelpful"] = _tidy(band["counted_unhelpful"])
+    agents = sorted(by_agent.values(), key=lambda a: (-a["votes"], a["agent"]))
     return {
         "tool": vote_filter.tool,
         "filter": asdict(vote_filter),
         "bands": bands,
+        # As cast (one vote per judged call) ...
+        "votes": len(votes),
         "helpful": sum(b["helpful"] for b in bands),
         "unhelpful": sum(b["unhelpful"] for b in bands),
+        # ... and as the suggestion counts them.
+        "counted_helpful": _tidy(sum(b["counted_helpful"] for b in bands)),
+        "counted_unhelpful": _tidy(sum(b["counted_unhelpful"] for b in bands)),
+        "counted": _tidy(counted),
         "by_source": by_source,
         "by_agent": agents,
-        # The one agent every vote comes from, when no staff voted and only one agent did.
-        "single_agent": agents[0]["agent"] if len(agents) == 1 and not staff_votes else None,
+        # Some agent's votes count for less than they were cast (it would be above a third).
+        "held": any(a["held"] for a in agents),
+        "single_agent": single_agent,
     }
 
 
@@ -190,9 +279,12 @@ def calibration_suggest(*, bands: dict, current: Thresholds) -> dict:
     """The suggested pair and the numbers behind it (see the module docstring).
 
     Returns ``{"ok", "reason", "reference", "highly_relevant", "cuts": [...], ...}``; ``ok`` is
-    False (with the reason) when there is too little feedback to suggest anything.
+    False (with the reason) when there is too little feedback to suggest anything, or when it
+    would rest on fewer than three agents. The cuts count the votes as ``calibration_bands``
+    counts them (no agent above a third).
     """
     helpful, unhelpful = bands["helpful"], bands["unhelpful"]
+    votes = bands.get("votes", helpful + unhelpful)
     min_feedback = settings.OBSERVABILITY_CALIBRATION_MIN_FEEDBACK
     target = settings.OBSERVABILITY_CALIBRATION_TARGET_PRECISION
     min_band = settings.OBSERVABILITY_CALIBRATION_MIN_BAND
@@ -201,6 +293,7 @@ def calibration_suggest(*, bands: dict, current: Thresholds) -> dict:
         "reason": "",
         "helpful": helpful,
         "unhelpful": unhelpful,
+        "votes": votes,
         "target_precision": target,
         "min_feedback": min_feedback,
         "current": asdict(current),
@@ -208,18 +301,37 @@ def calibration_suggest(*, bands: dict, current: Thresholds) -> dict:
         "reference": None,
         "highly_relevant": None,
     }
-    if helpful + unhelpful < min_feedback:
+    if votes < min_feedback:
         result["reason"] = gettext(
             "%(count)s judgements with a similarity; at least %(needed)s are needed "
             "(OBSERVABILITY_CALIBRATION_MIN_FEEDBACK)."
-        ) % {"count": helpful + unhelpful, "needed": min_feedback}
+        ) % {"count": votes, "needed": min_feedback}
         return result
-    if bands.get("single_agent") is not None and not bands.get("filter", {}).get("single_agent"):
+    as_cast = bands.get("single_agent") is not None and bands.get("filter", {}).get("single_agent")
+    if bands.get("single_agent") is not None and not as_cast:
         result["reason"] = gettext(
             "All %(count)s votes come from one agent (%(agent)s): a suggestion needs staff votes or "
-            "votes of at least two agents, unless you choose to use this agent's votes alone."
-        ) % {"count": helpful + unhelpful, "agent": bands["single_agent"]}
+            "votes of at least three agents, unless you choose to use this agent's votes alone."
+        ) % {"count": votes, "agent": bands["single_agent"]}
         result["single_agent_refused"] = True
+        return result
+    agents = [a["agent"] for a in bands.get("by_agent", [])]
+    staff_votes = sum(bands.get("by_source", {}).get(InvocationFeedback.Source.STAFF, {}).values())
+    if not as_cast and 0 < len(agents) < MIN_AGENTS and not staff_votes:
+        result["reason"] = gettext(
+            "The %(count)s votes come from only %(agents)s agents (%(names)s): a suggestion needs staff "
+            "votes or votes of at least three agents, none counting for more than a third."
+        ) % {"count": votes, "agents": len(agents), "names": ", ".join(agents)}
+        result["few_agents_refused"] = True
+        return result
+    helpful = bands.get("counted_helpful", helpful)
+    unhelpful = bands.get("counted_unhelpful", unhelpful)
+    result["counted"] = _tidy(helpful + unhelpful)
+    if helpful + unhelpful < min_feedback - 1e-9:
+        result["reason"] = gettext(
+            "%(count)s judgements count as %(counted)s once no agent counts for more than a third of "
+            "them; at least %(needed)s are needed (OBSERVABILITY_CALIBRATION_MIN_FEEDBACK)."
+        ) % {"count": votes, "counted": result["counted"], "needed": min_feedback}
         return result
     if not helpful or not unhelpful:
         result["reason"] = gettext(
@@ -231,20 +343,20 @@ def calibration_suggest(*, bands: dict, current: Thresholds) -> dict:
     cuts = []
     above_helpful = above_unhelpful = 0
     for band in reversed(bands["bands"]):
-        above_helpful += band["helpful"]
-        above_unhelpful += band["unhelpful"]
+        above_helpful += band.get("counted_helpful", band["helpful"])
+        above_unhelpful += band.get("counted_unhelpful", band["unhelpful"])
         tpr = above_helpful / helpful
         fpr = above_unhelpful / unhelpful
         above = above_helpful + above_unhelpful
         cuts.append(
             {
                 "cut": band["lo"],
-                "helpful_above": above_helpful,
-                "unhelpful_above": above_unhelpful,
+                "helpful_above": _tidy(above_helpful),
+                "unhelpful_above": _tidy(above_unhelpful),
                 "tpr": round(tpr, 3),
                 "fpr": round(fpr, 3),
                 "j": round(tpr - fpr, 3),
-                "precision_above": round(above_helpful / above, 3) if above else None,
+                "precision_above": round(above_helpful / above, 3) if above > 1e-9 else None,
             }
         )
     cuts.reverse()
@@ -315,7 +427,10 @@ def calibration_apply(
         reference_threshold=float(reference_threshold),
         applied_by=applied_by,
         evidence=evidence,
-        feedback_count=int(evidence.get("helpful", 0)) + int(evidence.get("unhelpful", 0)),
+        # One per judged call (a held agent's votes count for less in the suggestion, not here).
+        feedback_count=int(
+            evidence.get("votes", int(evidence.get("helpful", 0)) + int(evidence.get("unhelpful", 0)))
+        ),
         note=note,
     )
     logger.info(
@@ -354,7 +469,7 @@ def calibration_overview(vote_filter: VoteFilter) -> dict:
     current = thresholds_in_force()
     bands = calibration_bands(vote_filter)
     suggestion = calibration_suggest(bands=bands, current=current)
-    votes = bands["helpful"] + bands["unhelpful"]
+    votes = bands["votes"]
     needed = settings.OBSERVABILITY_CALIBRATION_MIN_FEEDBACK
     return {
         "current": current,

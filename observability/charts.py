@@ -16,16 +16,21 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from observability import links, metrics
+from observability.records import DedupReason, RelevanceLevel
 
 # One colour per level, the same on every chart.
 LEVEL_COLOURS = {
-    "PRECISE": "#1a7f37",
-    "HIGHLY_RELEVANT": "#2f81f7",
-    "REFERENCE": "#d4a72c",
-    "DEDUPED": "#8250df",
+    RelevanceLevel.PRECISE.value: "#1a7f37",
+    RelevanceLevel.HIGHLY_RELEVANT.value: "#2f81f7",
+    RelevanceLevel.REFERENCE.value: "#d4a72c",
+    RelevanceLevel.DEDUPED.value: "#8250df",
     "not found": "#cf222e",
 }
-DEDUP_COLOURS = {"doc_retrieved": "#8250df", "domain_retrieved": "#bf3989", "none": "#8c959f"}
+DEDUP_COLOURS = {
+    DedupReason.DOC_RETRIEVED.value: "#8250df",
+    DedupReason.DOMAIN_RETRIEVED.value: "#bf3989",
+    "none": "#8c959f",
+}
 FONT = '"WenQuanYi Micro Hei", "Noto Sans CJK SC", "PingFang SC", "Microsoft YaHei", sans-serif'
 
 Link = Callable[..., str]

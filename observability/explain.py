@@ -13,6 +13,7 @@ from typing import Any
 from django.utils.translation import gettext
 
 from observability.metrics import DIFY_TOOL
+from observability.records import DEDUP_REASON, DedupReason, RelevanceLevel
 
 
 def _number(value: Any) -> float | None:
@@ -39,10 +40,10 @@ def level_explanation(*, tool_name: str, status: str, level: str | None, details
     sim = f"{similarity:.2f}" if similarity is not None else None
     ref = f"{reference:.2f}" if reference is not None else "?"
     hr = f"{highly:.2f}" if highly is not None else "?"
-    if level == "PRECISE":
+    if level == RelevanceLevel.PRECISE:
         return gettext("One keyword match (L0), returned first: PRECISE.")
-    if level == "DEDUPED":
-        if details.get("dedup_reason") == "domain_retrieved":
+    if level == RelevanceLevel.DEDUPED:
+        if details.get(DEDUP_REASON) == DedupReason.DOMAIN_RETRIEVED:
             return gettext(
                 "The best document's domain %(domain)s was already retrieved in this session "
                 "(hard domain dedup): DEDUPED."
@@ -51,12 +52,12 @@ def level_explanation(*, tool_name: str, status: str, level: str | None, details
         return gettext(
             "Every passing document was already returned to this session (%(n)d withheld): DEDUPED."
         ) % {"n": len(withheld) if isinstance(withheld, list) else 0}
-    if level == "HIGHLY_RELEVANT" and sim is not None:
+    if level == RelevanceLevel.HIGHLY_RELEVANT and sim is not None:
         return gettext("Best similarity %(sim)s is at or above HIGHLY_RELEVANT %(hr)s: HIGHLY_RELEVANT.") % {
             "sim": sim,
             "hr": hr,
         }
-    if level == "REFERENCE":
+    if level == RelevanceLevel.REFERENCE:
         if sim is not None and (reference is None or similarity >= reference):
             return gettext(
                 "Best similarity %(sim)s is at or above REFERENCE %(ref)s and below HIGHLY_RELEVANT "

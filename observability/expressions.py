@@ -126,7 +126,7 @@ class JSONValueText(Func):
 
     For reads that group by what an agent sent (the not-found queries): unquoting in SQL would
     hand a stored lone surrogate back as bytes that are not UTF-8, and SQLite then fails the
-    whole query. ``observability.display.json_value_text`` turns the JSON text into text."""
+    whole query. ``config.display.json_value_text`` turns the JSON text into text."""
 
     output_field = TextField()
 

@@ -8,8 +8,8 @@ from django import forms
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from config.display import display_text
 from knowledge.models import KnowledgeDomain
-from observability.display import display_text
 from observability.rollups import NO_AGENT
 from observability.selectors import LOOKUP_TOOL, InvocationFilter, agents_with_calls, tool_names
 

@@ -18,24 +18,21 @@ from django.utils import timezone
 from django.utils.translation import gettext, gettext_noop
 
 from observability.models import ToolInvocation
+from observability.records import DedupReason, RelevanceLevel, ToolName
 from observability.rollups import NO_AGENT, SIMILARITY_BINS
 
-LOOKUP_TOOL = "lookup_knowledge"
-DIFY_TOOL = "dify_retrieval"
+LOOKUP_TOOL = ToolName.LOOKUP
+DIFY_TOOL = ToolName.DIFY
 # The level facts' mark of a Dify call: it has its own outcome, outside the relevance views.
 DIFY = "__dify__"
 
 # (value stored in relevance_level, label); None is "not found".
 RELEVANCE_LEVELS: list[tuple[str | None, str]] = [
-    ("PRECISE", "PRECISE"),
-    ("HIGHLY_RELEVANT", "HIGHLY_RELEVANT"),
-    ("REFERENCE", "REFERENCE"),
-    ("DEDUPED", "DEDUPED"),
+    *((level.value, level.value) for level in RelevanceLevel),
     (None, "not found"),
 ]
 DEDUP_REASONS: list[tuple[str | None, str]] = [
-    ("doc_retrieved", "doc_retrieved"),
-    ("domain_retrieved", "domain_retrieved"),
+    *((reason.value, reason.value) for reason in DedupReason),
     (None, "none"),
 ]
 # The two labels that are words rather than stored values: keys in English here (the charts'

@@ -8,12 +8,12 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from observability import records  # the retrieval_details keys (a module of constants, no models)
 from observability.expressions import JSONNumber, JSONString
-from retrieval import details  # the retrieval_details keys (a module of constants, no models)
 
 # The key of ``retrieval_details`` naming the domains of the documents a lookup returned, primary
 # first. The dashboards' domain filter reads the first one through a generated column.
-RETURNED_DOMAINS_KEY = details.RETURNED_DOMAINS
+RETURNED_DOMAINS_KEY = records.RETURNED_DOMAINS
 
 
 def invocation_public_id_new() -> str:
@@ -69,7 +69,7 @@ class ToolInvocation(models.Model):
     # No verbose_name on the generated columns: SQLite would rebuild the table to change it (the
     # list shows them through admin.display labels).
     l1_top_similarity = models.GeneratedField(
-        expression=JSONNumber("retrieval_details", f"$.{details.L1_TOP_SIMILARITY}"),
+        expression=JSONNumber("retrieval_details", f"$.{records.L1_TOP_SIMILARITY}"),
         output_field=models.FloatField(null=True),
         db_persist=True,
     )

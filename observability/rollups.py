@@ -26,7 +26,8 @@ from django.db.models import Count, F, Q, QuerySet
 from django.db.models.functions import Floor
 from django.utils import timezone
 
-from observability.display import json_value_text
+from config.display import json_value_text
+from config.queueing import task_queue_on_commit
 from observability.expressions import JSONValueText
 from observability.models import InvocationDailyRollup, InvocationRollupDay, ToolInvocation
 
@@ -196,15 +197,14 @@ def rollups_ensure(days: list[date]) -> set[date]:
 
 def rollups_queue(days: list[date]) -> None:
     """Ask the worker to build ``days`` (after the current transaction commits)."""
-    from observability.tasks import invocation_rollups_build
-
-    def send() -> None:
-        try:
-            invocation_rollups_build.delay(days=[d.isoformat() for d in days])
-        except Exception:  # a broker outage: the hourly run catches up
-            logger.warning("could not queue the rollup of %d day(s)", len(days), exc_info=True)
-
-    transaction.on_commit(send)
+    task_queue_on_commit(
+        "observability.invocation_rollups_build",
+        kwargs={"days": [d.isoformat() for d in days]},
+        # a broker outage: the hourly run catches up
+        on_error=lambda _exc: logger.warning(
+            "could not queue the rollup of %d day(s)", len(days), exc_info=True
+        ),
+    )
 
 
 def day_ranges(days: list[date]) -> list[tuple[datetime, datetime]]:

@@ -24,8 +24,8 @@ from django.db.models import Case, Count, F, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import Floor, TruncDay, TruncHour
 from django.utils import timezone
 
+from config.display import json_value_text
 from observability import rollups
-from observability.display import json_value_text
 from observability.expressions import JSONValueText
 from observability.metrics import (  # noqa: F401 - re-exported: the pages and tests read them here
     DEDUP_REASONS,

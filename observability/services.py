@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from config.credentials import mask_credentials
 from observability.models import ToolInvocation
 
 # Stored text is capped so one runaway query or error cannot bloat the table.
@@ -32,7 +33,8 @@ def invocation_record(
 ) -> ToolInvocation:
     """Write one invocation row and return it.
 
-    ``agent_id`` is the calling agent's user (None: a call without a tool token).
+    ``agent_id`` is the calling agent's user (None: a call without a tool token). The error and
+    summary are stored with credentials masked (an unreachable Milvus's URI with its password).
     Exactly one INSERT and no transaction of its own: wrapping a single statement in
     ``transaction.atomic`` would add BEGIN/COMMIT round trips to every lookup for nothing.
     """
@@ -44,8 +46,8 @@ def invocation_record(
         request=request,
         status=status,
         duration_ms=max(0, int(duration_ms)),
-        result_summary=result_summary[:_MAX_SUMMARY],
-        error=error[:_MAX_ERROR],
+        result_summary=mask_credentials(result_summary)[:_MAX_SUMMARY],
+        error=mask_credentials(error)[:_MAX_ERROR],
         relevance_level=relevance_level,
         dedup_reason=dedup_reason,
         retrieval_details=retrieval_details,

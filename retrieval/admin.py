@@ -1,6 +1,6 @@
 """Admin for agents: the domains each one may see, its language, and its sessions.
 
-An agent is the user a tool token belongs to (``retrieval.tokens``); its profile is created with
+An agent is the user a tool token belongs to (``retrieval.agents.tokens``); its profile is created with
 its token. Sessions are the agent's own (two agents' ``conv-42`` are two sessions), so staff read
 them here, by agent: each session with its calls, linked to the invocation list, and what its
 action memory holds now.
@@ -19,11 +19,12 @@ from django.utils.http import urlencode
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from observability.display import clipped, display_text
+from config.display import clipped, display_text
 from observability.models import ToolInvocation
-from retrieval.agents import Agent
+from retrieval.agents.identity import Agent
+from retrieval.agents.tracker import TrackerUnavailable, get_tracker
 from retrieval.models import AgentProfile
-from retrieval.tracker import TrackerUnavailable, get_tracker
+from retrieval.staff import hit_testing_admin  # noqa: F401 - registers the hit testing page
 
 SESSIONS_SHOWN = 50
 SESSION_WINDOW = timedelta(days=7)

@@ -7,7 +7,12 @@ class RetrievalConfig(AppConfig):
     verbose_name = _("Retrieval")
 
     def ready(self) -> None:
+        from observability.calibration import settings_thresholds_reader_register
         from retrieval import (
             checks,  # noqa: F401 - registers the settings checks
             signals,  # noqa: F401 - the domain-scope guard
         )
+        from retrieval.lookup.thresholds import settings_thresholds
+
+        # The staff pages draw the thresholds in force; the pair before calibration is ours.
+        settings_thresholds_reader_register(settings_thresholds)

@@ -9,9 +9,9 @@ from django.core.exceptions import ImproperlyConfigured
 
 @checks.register()
 def retrieval_settings_check(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
-    from retrieval.services import domain_dedup_mode
-    from retrieval.thresholds import profile_warning, settings_thresholds
-    from retrieval.tracker import tracker_backend
+    from retrieval.agents.tracker import tracker_backend
+    from retrieval.lookup.pipeline import domain_dedup_mode
+    from retrieval.lookup.thresholds import profile_warning, settings_thresholds
 
     errors = []
     for check_id, read in (

@@ -7,7 +7,7 @@ from django.utils.translation import gettext_lazy as _
 
 class AgentProfile(models.Model):
     """Per-agent settings staff edit in the admin. An agent without a profile sees every domain
-    and speaks the global language (``retrieval.agents.agent_for_user``)."""
+    and speaks the global language (``retrieval.agents.identity.agent_for_user``)."""
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL,
@@ -16,7 +16,7 @@ class AgentProfile(models.Model):
         verbose_name=_("agent"),
     )
     # Empty = every domain. Lookups, the knowledge map, the planner prompt, MCP and Dify see only
-    # these domains (retrieval.scopes).
+    # these domains (retrieval.agents.scopes).
     allowed_domains = models.ManyToManyField(
         "knowledge.KnowledgeDomain",
         blank=True,

@@ -1,19 +1,21 @@
-"""The one place a lookup_knowledge call is recorded: one ToolInvocation per call (FS-6), for a
-call refused on its input, a call that failed, and a call that answered."""
+"""The one place an agent's call is recorded: one ToolInvocation per call (FS-6). A lookup_knowledge
+call (REST and MCP alike, through ``retrieval.services.lookup_knowledge``) refused on its input,
+failed, or answered; and a Dify retrieval call, whatever its outcome."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
+from observability import records as keys
 from observability.models import ToolInvocation
+from observability.records import ToolName
 from observability.services import invocation_record
-from retrieval import details as keys
-from retrieval.presenter import invocation_summary
+from retrieval.lookup.presenter import invocation_summary
 
 logger = logging.getLogger(__name__)
 
-TOOL_NAME = "lookup_knowledge"
+TOOL_NAME = ToolName.LOOKUP
 
 
 def refused_call_record(
@@ -84,3 +86,27 @@ def answered_call_record(
         agent_id=agent_id,
     )
     return invocation
+
+
+def dify_call_record(
+    *,
+    request: dict,
+    status: str,
+    duration_ms: int,
+    summary: str,
+    error: str = "",
+    details: dict[str, Any] | None = None,
+    agent_id: int | None = None,
+) -> ToolInvocation:
+    """Record a call of Dify's retrieval endpoint (it has no session)."""
+    return invocation_record(
+        tool_name=ToolName.DIFY,
+        session_id="",
+        request=request,
+        status=status,
+        duration_ms=duration_ms,
+        result_summary=summary,
+        error=error,
+        retrieval_details=details,
+        agent_id=agent_id,
+    )

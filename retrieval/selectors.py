@@ -1,18 +1,30 @@
-"""Reads of the retrieval app: a session's action memory, the tool definition, the executor prompt."""
+"""Reads of the retrieval app: what an agent's session has retrieved, the tool definition, and the
+executor and planner prompts.
+
+Session ids are the agent's own: ``conv-42`` of one agent and ``conv-42`` of another are two
+sessions (``retrieval.agents.identity.memory_session_key``). A scoped agent sees only its domains.
+"""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from django.conf import settings
 from django.template.loader import get_template
 
-from retrieval import agent_texts
-from retrieval.services import MAX_SESSION_ID_CHARS, MAX_TOP_K, TOOL_NAME, session_id_clean
-from retrieval.tracker import get_tracker
+from knowledge.selectors import knowledge_map_yaml
+from retrieval.agents import texts as agent_texts
+from retrieval.agents.identity import Agent
+from retrieval.agents.scopes import memory_scoped
+from retrieval.agents.tracker import get_tracker
+from retrieval.lookup.inputs import MAX_SESSION_ID_CHARS, MAX_TOP_K, session_id_clean
+from retrieval.recording import TOOL_NAME
 
 
-def session_retrievals_get(*, session_id: str) -> dict[str, list[str]]:
-    """domain -> doc keys this session already has, domains in first-retrieved order."""
-    return get_tracker().snapshot(session_id_clean(session_id)).domains
+def agent_session_retrievals_get(*, agent: Agent, session_id: str) -> dict[str, list[str]]:
+    """domain -> doc keys this agent's session already has, domains in first-retrieved order."""
+    memory = get_tracker().snapshot(agent.memory_key(session_id_clean(session_id)))
+    return memory_scoped(memory, agent.domains).domains
 
 
 def lookup_tool_definition(language: str | None = None) -> dict:
@@ -57,3 +69,26 @@ def executor_prompt_get(language: str | None = None) -> str:
     """The executor prompt (seed 000 FS-5) in the agent's language, from
     ``templates/prompts/chat_executor_prompt.md`` (``.en.md`` for English)."""
     return get_template(agent_texts.prompt_template("executor", language)).render({})
+
+
+# The planner prompt's placeholder for the knowledge map (seed 004 Part B).
+KNOWLEDGE_MAP_PLACEHOLDER = "{{ knowledge_map }}"
+
+
+def _template_path(name: str) -> Path:
+    for folder in settings.TEMPLATES[0]["DIRS"]:
+        candidate = Path(folder) / name
+        if candidate.exists():
+            return candidate
+    raise FileNotFoundError(name)
+
+
+def planner_prompt_render(knowledge_map: dict | None = None, language: str | None = None) -> str:
+    """The planner prompt, in the agent's language (None: AGENT_LANGUAGE), with the knowledge map
+    (YAML) injected at its placeholder.
+
+    Plain substitution, not the Django template engine: the prompt is Markdown for an LLM and
+    must not be HTML-escaped.
+    """
+    template = _template_path(agent_texts.prompt_template("planner", language)).read_text(encoding="utf-8")
+    return template.replace(KNOWLEDGE_MAP_PLACEHOLDER, knowledge_map_yaml(knowledge_map).rstrip("\n"))

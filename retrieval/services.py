@@ -14,15 +14,15 @@
     failed call. When vector search or the action memory is down the lookup still answers from
     what works, with status DEGRADED: without Milvus from the keyword index (L0) alone, with a
     message saying semantic search is unavailable; without Redis on this process's own action
-    memory (``retrieval.tracker.fallback_tracker``, recorded as ``action_memory: memory-fallback``
+    memory (``retrieval.agents.tracker.fallback_tracker``, recorded as ``action_memory: memory-fallback``
     in the details). Any other failure is recorded as ERROR and re-raised.
 
-``session_retrievals_clear(*, session_id)``: forget what a session has retrieved.
-
-The parts: input cleaning (``retrieval.lookup_input``), the pipeline (``retrieval.pipeline``),
-what the agent reads (``retrieval.presenter``), the one place a call is recorded
+The parts: input cleaning (``retrieval.lookup.inputs``), the pipeline (``retrieval.lookup.pipeline``),
+what the agent reads (``retrieval.lookup.presenter``), the one place a call is recorded
 (``retrieval.recording``: one ToolInvocation, one INSERT) and the ``retrieval_details`` keys
-(``retrieval.details``). This module ties them together and keeps the names callers import.
+(``observability.records``). This module ties them together.
+
+``agent_session_retrievals_clear(*, agent, session_id)``: forget what an agent's session has retrieved.
 """
 
 from __future__ import annotations
@@ -33,32 +33,17 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from retrieval import agent_texts
-from retrieval.agents import memory_session_key
-from retrieval.lookup_input import (
+from retrieval.agents import texts as agent_texts
+from retrieval.agents.identity import Agent, memory_session_key
+from retrieval.agents.tracker import get_tracker
+from retrieval.lookup.inputs import (
     MAX_SESSION_ID_CHARS,
-    MAX_TOP_K,
     lookup_input_clean,
     recorded_value,
     session_id_clean,
 )
-from retrieval.pipeline import L0_CANDIDATES, domain_dedup_mode, lookup_run
-from retrieval.recording import TOOL_NAME, answered_call_record, failed_call_record, refused_call_record
-from retrieval.tracker import get_tracker
-
-__all__ = [
-    "L0_CANDIDATES",
-    "MAX_SESSION_ID_CHARS",
-    "MAX_TOP_K",
-    "TOOL_NAME",
-    "LookupInputError",
-    "LookupOutcome",
-    "domain_dedup_mode",
-    "lookup_input_clean",
-    "lookup_knowledge",
-    "session_id_clean",
-    "session_retrievals_clear",
-]
+from retrieval.lookup.pipeline import lookup_run
+from retrieval.recording import answered_call_record, failed_call_record, refused_call_record
 
 
 class LookupInputError(ValidationError):
@@ -74,7 +59,7 @@ class LookupOutcome:
     details: dict[str, Any]
     invocation_id: int | None
     status: str
-    invocation_public_id: str | None = None  # what the agent sees (retrieval.agents)
+    invocation_public_id: str | None = None  # what the agent sees (retrieval.agents.identity)
 
 
 def _ms(seconds: float) -> float:
@@ -94,8 +79,8 @@ def lookup_knowledge(
     language: str | None = None,
 ) -> LookupOutcome:
     """One lookup_knowledge call (see the module docstring). ``agent_id`` keys the session's action
-    memory by agent (``retrieval.agents``); ``domains`` limits what it sees (``retrieval.scopes``);
-    ``language``: the agent's (retrieval.language.agent_language), None for the global
+    memory by agent (``retrieval.agents.identity``); ``domains`` limits what it sees (``retrieval.agents.scopes``);
+    ``language``: the agent's (retrieval.agents.language.agent_language), None for the global
     AGENT_LANGUAGE."""
     started = time.perf_counter()
     request = {
@@ -163,6 +148,6 @@ def lookup_knowledge(
     return LookupOutcome(run.body, run.details, invocation.pk, run.status, invocation.public_id)
 
 
-def session_retrievals_clear(*, session_id: str) -> None:
-    """Forget everything the session has retrieved (seed clearSession)."""
-    get_tracker().clear_session(session_id_clean(session_id))
+def agent_session_retrievals_clear(*, agent: Agent, session_id: str) -> None:
+    """Forget everything this agent's session has retrieved (seed clearSession)."""
+    get_tracker().clear_session(agent.memory_key(session_id_clean(session_id)))

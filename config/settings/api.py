@@ -4,7 +4,7 @@ from config.env import env
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "retrieval.agents.tokens.AgentTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -14,7 +14,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "config.exception_handlers.api_exception_handler",
     # One budget per agent across every agent-facing endpoint (MCP tool calls included).
-    "DEFAULT_THROTTLE_CLASSES": ["retrieval.throttling.AgentThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": ["retrieval.agents.throttling.AgentThrottle"],
     "DEFAULT_THROTTLE_RATES": {
         # Per agent (the token's user); generous enough for agent loops, a stop for runaways.
         "tool": env.str("API_THROTTLE_TOOL", default="600/min"),

@@ -1,14 +1,19 @@
 """Django core: security, apps, middleware, templates, static files, i18n."""
 
+import re
+
 from django.core.exceptions import ImproperlyConfigured
 
 from config.env import BASE_DIR, VAR_DIR, env
 
 DEBUG = env.bool("DEBUG", default=True)
 
+# Development only: a fixed key so sessions survive restarts of `make run`. It is published with
+# the code, so `check --deploy` refuses it (config/checks.py).
+_DEVELOPMENT_SECRET_KEY = "agentkb-insecure-development-key-change-me-0123456789"
+
 if DEBUG:
-    # Development only: a fixed key so sessions survive restarts of `make run`.
-    SECRET_KEY = env.str("SECRET_KEY", default="agentkb-insecure-development-key-change-me-0123456789")
+    SECRET_KEY = env.str("SECRET_KEY", default=_DEVELOPMENT_SECRET_KEY)
     ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 else:
     # Production secrets have no default: a missing one stops start-up with the variable named.
@@ -21,7 +26,17 @@ else:
     SECRET_KEY = env.str("SECRET_KEY")
     ALLOWED_HOSTS = env.list("ALLOWED_HOSTS")
     CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    # A request counts as HTTPS when it arrived over TLS, or when a proxy in front says so in the
+    # header named here (e.g. X-Forwarded-Proto: https). Trusting such a header is only safe when
+    # every request passes through that proxy and it sets or strips the header: a client reaching
+    # the server directly could claim HTTPS otherwise. Unset: no header is trusted.
+    _proxy_ssl_header = env.str("TRUSTED_PROXY_SSL_HEADER", default="").strip()
+    if _proxy_ssl_header:
+        if not re.fullmatch(r"[A-Za-z0-9]+(-[A-Za-z0-9]+)*", _proxy_ssl_header):
+            raise ImproperlyConfigured(
+                f"TRUSTED_PROXY_SSL_HEADER must be a header name such as X-Forwarded-Proto; got '{_proxy_ssl_header}'"
+            )
+        SECURE_PROXY_SSL_HEADER = ("HTTP_" + _proxy_ssl_header.upper().replace("-", "_"), "https")
     SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
@@ -31,6 +46,8 @@ else:
     SECURE_CONTENT_TYPE_NOSNIFF = True
 
 INSTALLED_APPS = [
+    # The project's own start-up and deploy checks (config/checks.py).
+    "config.apps.ProjectConfig",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -47,6 +64,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: errors under /api/, /mcp/ and /healthz answered as JSON, a foreign Host and a query
+    # string of too many parameters refused before anything else reads them (config/middleware.py).
+    "config.middleware.JsonErrorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files: compressed copies and far-future cache headers for hashed names (after
     # collectstatic); straight from the finders otherwise (config/staticfiles.py).

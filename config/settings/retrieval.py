@@ -8,7 +8,7 @@ RETRIEVAL_MAX_L2_DISTANCE = env.float("RETRIEVAL_MAX_L2_DISTANCE", default=2.0)
 
 
 def _optional_float(name: str, raw: str) -> float | None:
-    """Empty or unset: None (the embedding model's profile decides, retrieval/profiles.py)."""
+    """Empty or unset: None (the embedding model's profile decides, retrieval/lookup/profiles.py)."""
     if not raw.strip():
         return None
     try:
@@ -53,9 +53,9 @@ RETRIEVAL_QUERY_CACHE_SIZE = env.int("RETRIEVAL_QUERY_CACHE_SIZE", default=1024)
 # The primary result carries its whole document up to this size, else the chunks around the match.
 RETRIEVAL_CONTENT_MAX_CHARS = env.int("RETRIEVAL_CONTENT_MAX_CHARS", default=8000)
 # The language agents are spoken to in: messages, completeness hints, the tool description, the
-# executor and planner prompts, the MCP tool and prompt descriptions (retrieval/agent_texts.py).
+# executor and planner prompts, the MCP tool and prompt descriptions (retrieval/agents/texts.py).
 # zh = the seeds' Chinese; en = English. An agent's profile (AgentProfile.language) may name the
-# other one (retrieval.language.agent_language). RETRIEVAL_HINT_LANGUAGE is its former name.
+# other one (retrieval.agents.language.agent_language). RETRIEVAL_HINT_LANGUAGE is its former name.
 _AGENT_LANGUAGES = {"zh": "zh", "zh-hans": "zh", "en": "en"}
 _agent_language = (
     env.str("AGENT_LANGUAGE", default="") or env.str("RETRIEVAL_HINT_LANGUAGE", default="") or "zh"

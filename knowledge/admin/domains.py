@@ -10,9 +10,10 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
+from config.display import clipped
 from knowledge.models import ApiDocument, KnowledgeDomain
 from knowledge.services.domains import domain_guidance_update, domain_summary_regenerate_now
-from observability.display import clipped
+from knowledge.signals import domain_deletion_refusal_reasons
 
 #: documents listed on a domain's page (the rest: a link to the documents list filtered by it)
 DOMAIN_PAGE_DOCUMENTS = 100
@@ -59,15 +60,11 @@ class KnowledgeDomainAdmin(admin.ModelAdmin):
     actions = ["regenerate_now"]
 
     def get_deleted_objects(self, objs, request):
-        """Django's list of what a deletion takes, plus a refusal when a domain is a scoped agent's
-        only allowed domain (an empty scope means every domain: ``retrieval.scopes``)."""
-        from retrieval.scopes import profiles_left_unscoped_by, scope_deletion_message
-
+        """Django's list of what a deletion takes, plus every refusal another app gives
+        (``knowledge.signals``: a domain that is a scoped agent's only allowed domain)."""
         deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
-        profiles = profiles_left_unscoped_by([d.domain_id for d in objs])
-        if profiles:
-            protected = [*protected, scope_deletion_message(profiles)]
-        return deleted, counts, perms_needed, protected
+        refusals = domain_deletion_refusal_reasons(KnowledgeDomain, [d.domain_id for d in objs])
+        return deleted, counts, perms_needed, [*protected, *refusals]
 
     def get_readonly_fields(self, request, obj=None):
         # domain_id is the documents' category: renaming it here would orphan them.

@@ -24,58 +24,11 @@ positions and font sizes for headings and tables), python-docx, python-pptx, ope
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import PurePosixPath
+# The shared names live in a leaf module the converters import (no import back into this package
+# module, which imports the converters); they are re-exported here for everyone else.
+from knowledge.converters.base import CONVERTED_FORMATS, ConversionError, Converted, Limits
 
-#: suffix -> format name of the formats converted here (Markdown and text are parsed directly).
-CONVERTED_FORMATS = {
-    ".pdf": "pdf",
-    ".docx": "docx",
-    ".pptx": "pptx",
-    ".xlsx": "xlsx",
-    ".csv": "csv",
-    ".html": "html",
-    ".htm": "html",
-}
-
-
-class ConversionError(ValueError):
-    """The file cannot become Markdown; ``reason`` is what staff read (status FAILED)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-@dataclass(frozen=True)
-class Limits:
-    max_pages: int = 2000
-    max_chars: int = 5_000_000
-    max_unzipped_bytes: int = 50 * 1024 * 1024
-
-
-@dataclass
-class Converted:
-    markdown: str
-    title: str = ""
-    keywords: list[str] = field(default_factory=list)
-    description: str = ""
-    #: pages (PDF) or slides (PPTX); None for formats without pages
-    page_count: int | None = None
-
-    def as_dict(self) -> dict:
-        return {
-            "markdown": self.markdown,
-            "title": self.title,
-            "keywords": self.keywords,
-            "description": self.description,
-            "page_count": self.page_count,
-        }
-
-
-def converted_format(name: str) -> str | None:
-    """The converter's format name for a file name, None for Markdown/text and unknown suffixes."""
-    return CONVERTED_FORMATS.get(PurePosixPath(name.lower()).suffix)
+__all__ = ("CONVERTED_FORMATS", "ConversionError", "Converted", "Limits", "convert")
 
 
 def convert(data: bytes, *, fmt: str, limits: Limits) -> Converted:

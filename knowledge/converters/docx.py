@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 import re
 
-from knowledge.converters import ConversionError, Converted, Limits
+from knowledge.converters.base import ConversionError, Converted, Limits
 from knowledge.converters.markdown import heading, pipe_table
 
 _HEADING_STYLE = re.compile(r"^heading\s*(\d)$", re.IGNORECASE)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from knowledge.converters import ConversionError, Converted, Limits
+from knowledge.converters.base import ConversionError, Converted, Limits
 
 _DROP = (
     "script",

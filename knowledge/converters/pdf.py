@@ -21,7 +21,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from knowledge.converters import ConversionError, Converted, Limits
+from knowledge.converters.base import ConversionError, Converted, Limits
 from knowledge.converters.markdown import heading, page_marker, pipe_table
 
 _BULLET = re.compile(r"^\s*([•●▪◦·‣∙\-*]|\d{1,3}[.)、])\s+")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 import re
 
-from knowledge.converters import ConversionError, Converted, Limits
+from knowledge.converters.base import ConversionError, Converted, Limits
 from knowledge.converters.markdown import heading, page_marker, pipe_table
 
 

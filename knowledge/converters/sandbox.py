@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from knowledge.converters import ConversionError, Converted, Limits
+from knowledge.converters.base import ConversionError, Converted, Limits
 
 _ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 import csv
 import io
 
-from knowledge.converters import ConversionError, Converted, Limits
+from knowledge.converters.base import ConversionError, Converted, Limits
 from knowledge.converters.markdown import heading, pipe_table
+from knowledge.converters.text import bytes_to_text
 
 
 def _too_big(limits: Limits) -> ConversionError:
@@ -51,12 +52,7 @@ def xlsx_to_markdown(data: bytes, *, limits: Limits) -> Converted:
 
 
 def csv_to_markdown(data: bytes, *, limits: Limits) -> Converted:
-    from knowledge.parsing import DocumentParseError, decode_text
-
-    try:
-        text, _encoding = decode_text(data)
-    except DocumentParseError as exc:
-        raise ConversionError(exc.message) from exc
+    text, _encoding = bytes_to_text(data)
     if len(text) > limits.max_chars:
         raise _too_big(limits)
     try:

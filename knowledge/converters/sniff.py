@@ -15,7 +15,7 @@ import io
 import re
 import zipfile
 
-from knowledge.converters import ConversionError, Limits
+from knowledge.converters.base import ConversionError, Limits
 
 MAX_MEMBERS = 10_000
 MAX_RATIO = 200

@@ -23,9 +23,14 @@ One direction between services and tasks, for the whole project:
 - **tasks call services.** A task takes ids, imports its service at module top (the task modules
   are imported by Celery only) and does nothing but call it, retry temporary errors and record
   failure; it is named ``<thing>_<verb>_task`` or carries an explicit ``name=``.
-- **services queue tasks on commit.** A service never calls ``.delay()`` inside its transaction:
-  it registers ``transaction.on_commit`` with a function that imports the task module lazily
-  (``from knowledge.tasks.indexing import index_document`` inside it), so services never import
-  tasks at import time and a rolled-back write queues nothing.
+- **services queue tasks on commit, by name.** A service never calls ``.delay()`` inside its
+  transaction and never imports a task module, not even inside a function: it queues the task by
+  its registered name with ``config.queueing.task_queue_on_commit("knowledge.index_document",
+  ...)``, which sends it once the transaction commits (a rolled-back write queues nothing) and
+  honours ``task_always_eager``. A service that sends several tasks in one callback of its own
+  takes them from ``config.queueing.registered_task``.
 - a service of one concern calls another concern's service, never its task.
+
+``.importlinter`` holds this: ``knowledge.tasks`` sits above ``knowledge.services`` in the
+layers contract, so an import of a task module from a service fails ``lint-imports``.
 """

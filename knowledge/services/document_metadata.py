@@ -13,6 +13,7 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
+from config.queueing import task_queue_on_commit
 from knowledge.llm import LLMError, LLMUnavailable, get_llm_client
 from knowledge.models import ApiDocument
 from knowledge.services.domains import domain_documents_changed, domains_documents_changed
@@ -43,13 +44,7 @@ def documents_indexed(*, document_ids: list[int]) -> None:
     changed: list[str] = []  # the domains of those that need no summary (once each, below)
     for document in documents.order_by("id"):
         if document_summary_needed(document=document):
-
-            def send(document_id: int = document.id) -> None:
-                from knowledge.tasks.domains import document_summary_fill_task
-
-                document_summary_fill_task.delay(document_id)
-
-            transaction.on_commit(send)
+            task_queue_on_commit("knowledge.tasks.domains.document_summary_fill_task", args=(document.id,))
         else:
             changed.append(document.domain)
     domains_documents_changed(domain_ids=changed)

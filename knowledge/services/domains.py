@@ -29,6 +29,8 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from config.credentials import mask_credentials
+from config.queueing import task_queue_on_commit
 from knowledge.llm import LLMError, LLMUnavailable, get_llm_client
 from knowledge.models import ApiDocument, KnowledgeDomain
 from knowledge.selectors import domain_ids_with_documents
@@ -41,6 +43,9 @@ from knowledge.summaries import (
 )
 
 logger = logging.getLogger(__name__)
+
+#: knowledge.tasks.domains.domain_summary_regenerate_task, queued by name (config.queueing).
+REGENERATE_TASK = "knowledge.tasks.domains.domain_summary_regenerate_task"
 
 Source = KnowledgeDomain.SummarySource
 State = KnowledgeDomain.SummaryState
@@ -111,20 +116,17 @@ def _regeneration_request(*, domain: KnowledgeDomain, countdown: float) -> Knowl
     domain.dirty_since = domain.dirty_since or timezone.now()
     domain.summary_state = State.PENDING
     domain.save()
-    seq = domain.change_seq
     domain_id = domain.domain_id
-
-    def send() -> None:
-        from knowledge.tasks.domains import domain_summary_regenerate_task
-
-        try:
-            domain_summary_regenerate_task.apply_async((domain_id, seq), countdown=max(countdown, 0))
-        except Exception:
-            # The change itself is committed; the domain stays marked dirty and the next worker
-            # start (or `regenerate_domains`) queues it. An upload must not fail over this.
-            logger.exception("could not queue the summary regeneration of domain %s", domain_id)
-
-    transaction.on_commit(send)
+    # The change itself is committed; the domain stays marked dirty and the next worker start
+    # (or `regenerate_domains`) queues it. An upload must not fail over this.
+    task_queue_on_commit(
+        REGENERATE_TASK,
+        args=(domain_id, domain.change_seq),
+        countdown=max(countdown, 0),
+        on_error=lambda _exc: logger.exception(
+            "could not queue the summary regeneration of domain %s", domain_id
+        ),
+    )
     return domain
 
 
@@ -293,6 +295,7 @@ def domain_summary_failure_record(
     domain = KnowledgeDomain.objects.select_for_update().filter(domain_id=domain_id).first()
     if domain is None:
         return
+    error = mask_credentials(error)  # the admin shows it: an endpoint's URL may carry a key
     if final:
         domain.last_error = f"LLM failed, previous summary kept: {error}"
         domain.summary_state = State.FAILED
@@ -372,10 +375,4 @@ def domains_missing_summary_queue() -> list[str]:
 def domain_summary_regenerate_now(*, domain_id: str) -> None:
     """Queue a regeneration that ignores the debounce window ("regenerate now" in the admin)."""
     KnowledgeDomain.objects.filter(domain_id=domain_id).update(summary_state=State.PENDING)
-
-    def send() -> None:
-        from knowledge.tasks.domains import domain_summary_regenerate_task
-
-        domain_summary_regenerate_task.apply_async((domain_id, None))
-
-    transaction.on_commit(send)
+    task_queue_on_commit(REGENERATE_TASK, args=(domain_id, None))

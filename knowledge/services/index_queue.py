@@ -23,6 +23,8 @@ from collections.abc import Iterable
 from django.conf import settings
 from django.db import transaction
 
+from config.queueing import registered_task, task_queue_on_commit
+
 logger = logging.getLogger(__name__)
 
 #: (document id, repair): ``repair`` = the document's last run failed or died, so its next run
@@ -34,17 +36,16 @@ def index_queue_on_commit(document_id: int, *, repair: bool = False) -> None:
     """Queue indexing of one document once the surrounding transaction commits (the row must
     exist for the worker)."""
 
-    def send() -> None:
-        from knowledge.tasks.indexing import index_document
-
-        try:
-            index_document.delay(document_id, repair=repair)
-        except Exception:
-            # The document is committed as PENDING; a broker outage must not turn the upload into
-            # an error page. `reindex` (or the pending sweep) queues it again.
-            logger.exception("could not queue indexing of document %s; it stays PENDING", document_id)
-
-    transaction.on_commit(send)
+    # The document is committed as PENDING; a broker outage must not turn the upload into an
+    # error page. `reindex` (or the pending sweep) queues it again.
+    task_queue_on_commit(
+        "knowledge.index_document",
+        args=(document_id,),
+        kwargs={"repair": repair},
+        on_error=lambda _exc: logger.exception(
+            "could not queue indexing of document %s; it stays PENDING", document_id
+        ),
+    )
 
 
 def index_batches(entries: Iterable[IndexEntry], *, size: int | None = None) -> list[list[IndexEntry]]:
@@ -95,8 +96,7 @@ class IndexQueue:
         transaction.on_commit(self._send)
 
     def _send(self) -> None:
-        from knowledge.tasks.indexing import index_documents
-
+        index_documents = registered_task("knowledge.index_documents")
         self.domains_refresh()
         entries, self._entries = self._entries, {}
         batches = index_batches(entries.items())

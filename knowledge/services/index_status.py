@@ -1,4 +1,5 @@
-"""What an indexing run records on the document: its status and, when it fails, the reason.
+"""What an indexing run records on the document: its status and, when it fails, the reason
+(credentials masked: the admin shows it).
 
 Every write names the version (``content_hash``) the run works on, so a run overtaken by a
 re-upload never marks the newer version: ``document_status_set`` then returns False and the run
@@ -11,6 +12,7 @@ import logging
 
 from django.utils import timezone
 
+from config.credentials import mask_credentials
 from knowledge.models import ApiDocument
 
 logger = logging.getLogger(__name__)
@@ -31,7 +33,7 @@ class TemporaryIndexError(Exception):
 def document_status_set(document_id: int, version: str, status: str, error: str = "") -> bool:
     """Set the status of this version of the document; False when a newer upload replaced it."""
     updated = ApiDocument.objects.filter(id=document_id, content_hash=version).update(
-        status=status, error=error[:MAX_ERROR_CHARS], updated_at=timezone.now()
+        status=status, error=mask_credentials(error)[:MAX_ERROR_CHARS], updated_at=timezone.now()
     )
     return bool(updated)
 
@@ -44,7 +46,9 @@ def document_index_failed(*, document_id: int, reason: str) -> None:
 def documents_index_failed(*, document_ids: list[int], reason: str) -> None:
     """document_index_failed for several documents; those already INDEXED are left alone."""
     ApiDocument.objects.filter(id__in=document_ids).exclude(status=ApiDocument.Status.INDEXED).update(
-        status=ApiDocument.Status.FAILED, error=reason[:MAX_ERROR_CHARS], updated_at=timezone.now()
+        status=ApiDocument.Status.FAILED,
+        error=mask_credentials(reason)[:MAX_ERROR_CHARS],
+        updated_at=timezone.now(),
     )
 
 

@@ -24,6 +24,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
+from config.queueing import registered_task
 from knowledge.models import ApiDocument, DocumentChunk, chunk_id_for
 from knowledge.services.lexical import LexicalReport, lexical_compare, lexical_entries_read, lexical_repair
 from knowledge.services.locks import LockTimeout, document_lock
@@ -52,8 +53,7 @@ def documents_pending_requeue(*, older_than_seconds: float | None = None) -> Req
     index them twice (harmless, but work). The status is left as it is, so a broker still down
     leaves them for the next sweep.
     """
-    from knowledge.tasks.indexing import index_document
-
+    index_document = registered_task("knowledge.index_document")
     wait = float(settings.INGEST_REQUEUE_AFTER_SECONDS if older_than_seconds is None else older_than_seconds)
     now = timezone.now()
     pending_before = now - timedelta(seconds=wait)

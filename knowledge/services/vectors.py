@@ -14,6 +14,7 @@ import logging
 
 from django.db import transaction
 
+from config.queueing import task_queue_on_commit
 from knowledge.embeddings import embedding_signature, get_embedder
 from knowledge.models import DocumentChunk, chunk_id_for
 from knowledge.services.lexical import document_lexical_remove, document_lexical_sync
@@ -58,16 +59,11 @@ def document_vectors_prune_or_queue(*, doc_key: str) -> int:
 
 def vectors_prune_queue(doc_key: str) -> None:
     """Queue the pruning of ``doc_key``'s vectors once the surrounding transaction commits."""
-
-    def send() -> None:
-        from knowledge.tasks.indexing import prune_document_vectors
-
-        try:
-            prune_document_vectors.delay(doc_key)
-        except Exception:
-            logger.exception("could not queue removal of the vectors of %s", doc_key)
-
-    transaction.on_commit(send)
+    task_queue_on_commit(
+        "knowledge.prune_document_vectors",
+        args=(doc_key,),
+        on_error=lambda _exc: logger.exception("could not queue removal of the vectors of %s", doc_key),
+    )
 
 
 def document_vectors_remove_on_commit(doc_key: str) -> None:

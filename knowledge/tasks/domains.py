@@ -29,7 +29,11 @@ def _backoff(retries: int) -> float:
     return float(settings.LLM_TASK_RETRY_BACKOFF) * (2**retries)
 
 
-@shared_task(bind=True, max_retries=None, acks_late=True)
+# Named explicitly, as Celery named them by default (module path + function): services queue
+# them by these names (config.queueing), and the names must not move with the module.
+@shared_task(
+    bind=True, name="knowledge.tasks.domains.document_summary_fill_task", max_retries=None, acks_late=True
+)
 def document_summary_fill_task(self, document_id: int) -> list[str]:
     try:
         return document_summary_fill(document_id=document_id)
@@ -42,7 +46,9 @@ def document_summary_fill_task(self, document_id: int) -> list[str]:
         raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
 
 
-@shared_task(bind=True, max_retries=None, acks_late=True)
+@shared_task(
+    bind=True, name="knowledge.tasks.domains.domain_summary_regenerate_task", max_retries=None, acks_late=True
+)
 def domain_summary_regenerate_task(self, domain_id: str, seq: int | None = None) -> str:
     """``seq``: the change this run was queued for (None = regenerate now, whatever changed)."""
     try:

@@ -1,5 +1,6 @@
 """Admin pages of what happened: the invocation browser (with charts above the list), the
-retrieval dashboard, hit testing, feedback and threshold calibration, one module each.
+retrieval dashboard, feedback and threshold calibration, one module each (hit testing's entry is
+the retrieval app's: ``retrieval.staff.hit_testing_admin``).
 
 Pages are thin: the numbers come from ``observability.selectors`` / ``observability.calibration``,
 the figures from ``observability.charts``, writes go through services.
@@ -9,6 +10,5 @@ from observability.admin import (  # noqa: F401 - importing registers each entry
     calibration,
     dashboard,
     feedback,
-    hit_testing,
     invocations,
 )

@@ -21,7 +21,7 @@ class ReadOnlyAdminMixin:
         return False
 
 
-class _PageAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class PageAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """An admin entry that is one page (no list, no objects): listed on the admin index."""
 
     page_name = ""

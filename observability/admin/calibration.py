@@ -12,13 +12,13 @@ from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
 from observability import calibration, charts
-from observability.admin.base import _PageAdmin
+from observability.admin.base import PageAdmin
 from observability.forms import ThresholdApplyForm
 from observability.models import ThresholdCalibration
 
 
 @admin.register(ThresholdCalibration)
-class ThresholdCalibrationAdmin(_PageAdmin):
+class ThresholdCalibrationAdmin(PageAdmin):
     page_name = _("Threshold calibration")
 
     def get_urls(self):

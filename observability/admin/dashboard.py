@@ -9,7 +9,7 @@ from django.template.response import TemplateResponse
 from django.utils.translation import gettext_lazy as _
 
 from observability import calibration, charts, selectors
-from observability.admin.base import _PageAdmin
+from observability.admin.base import PageAdmin
 from observability.forms import DashboardFilterForm
 from observability.links import agent_params, invocation_list_url, scope
 from observability.metrics import DEDUP_REASONS, DIFY_TOOL, LOOKUP_TOOL, RELEVANCE_LEVELS, label_display
@@ -18,7 +18,7 @@ from observability.rollups import NO_AGENT
 
 
 @admin.register(RetrievalDashboard)
-class RetrievalDashboardAdmin(_PageAdmin):
+class RetrievalDashboardAdmin(PageAdmin):
     page_name = _("Retrieval dashboard")
 
     def changelist_view(self, request, extra_context=None):

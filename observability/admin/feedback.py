@@ -7,7 +7,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
-from observability.display import clipped, display_text
+from config.display import clipped, display_text
 from observability.models import InvocationFeedback
 
 

@@ -14,6 +14,15 @@ from django.utils.html import format_html
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
+from config.credentials import mask_credentials
+from config.display import (
+    clipped,
+    display_clean,
+    display_json,
+    display_text,
+    request_query,
+    spreadsheet_safe,
+)
 from observability import charts, selectors
 from observability.admin.base import ReadOnlyAdminMixin
 from observability.admin.filters import (
@@ -22,13 +31,6 @@ from observability.admin.filters import (
     LevelFilter,
     SimilarityFilter,
     TimeRangeFilter,
-)
-from observability.display import (
-    clipped,
-    display_clean,
-    display_json,
-    display_text,
-    request_query,
 )
 from observability.explain import level_explanation, thresholds_source
 from observability.feedback import feedback_record
@@ -113,7 +115,9 @@ class ToolInvocationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     @admin.display(description=_("error"))
     def error_shown(self, obj: ToolInvocation) -> str:
-        return format_html("<pre class='okb-json'>{}</pre>", display_text(obj.error)) if obj.error else "–"
+        # Masked again on the page: rows recorded before errors were masked when written.
+        error = mask_credentials(display_text(obj.error))
+        return format_html("<pre class='okb-json'>{}</pre>", error) if obj.error else "–"
 
     @admin.display(description=_("result summary"))
     def summary_shown(self, obj: ToolInvocation) -> str:
@@ -150,7 +154,8 @@ class ToolInvocationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     def export_csv_view(self, request: HttpRequest):
         """The list as filtered (same filters and search), as CSV, newest first, at most
-        EXPORT_ROWS rows, streamed."""
+        EXPORT_ROWS rows, streamed. Every cell is ``spreadsheet_safe``: a query an agent wrote as
+        ``=HYPERLINK(...)`` opens as text, not as a formula."""
         import csv
 
         from django.http import StreamingHttpResponse
@@ -171,7 +176,8 @@ class ToolInvocationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             yield writer.writerow(header)
             for obj in queryset.order_by("-created_at", "-pk")[:EXPORT_ROWS].iterator(chunk_size=2000):
                 yield writer.writerow(
-                    [
+                    spreadsheet_safe(cell)
+                    for cell in [
                         obj.pk,
                         iso(obj.created_at),
                         obj.tool_name,

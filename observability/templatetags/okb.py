@@ -1,8 +1,8 @@
-"""Template filters for showing stored agent input on staff pages (observability.display)."""
+"""Template filters for showing stored agent input on staff pages (config.display)."""
 
 from django import template
 
-from observability.display import clipped, display_text
+from config.display import clipped, display_text
 
 register = template.Library()
 

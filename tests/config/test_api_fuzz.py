@@ -22,7 +22,7 @@ from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
 from knowledge.services.documents import document_ingest
-from retrieval.tokens import tool_token_issue
+from retrieval.agents.tokens import tool_token_issue
 
 FUZZ_EXAMPLES = int(os.environ.get("AGENTKB_FUZZ_EXAMPLES", "50"))
 

@@ -17,7 +17,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from observability.models import ToolInvocation
-from retrieval.tokens import tool_token_issue
+from retrieval.agents.tokens import tool_token_issue
 from tests.conftest import REPO
 
 LOOKUP = reverse("retrieval:lookup-knowledge")
@@ -54,7 +54,7 @@ def test_staff_revoke_a_tool_token_in_the_admin_and_it_stops_working_at_once(adm
 @pytest.mark.django_db
 def test_tool_endpoints_refuse_calls_without_a_token(vector_store):
     assert APIClient().post(LOOKUP, {"query": "q", "session_id": "s"}, format="json").status_code == 401
-    assert APIClient().get(reverse("knowledge:knowledge-map")).status_code == 401
+    assert APIClient().get(reverse("retrieval:knowledge-map")).status_code == 401
 
 
 # --- staff-only pages and CSRF ----------------------------------------------------------------------

@@ -13,8 +13,8 @@ import sys
 import pytest
 
 from observability.models import ToolInvocation
+from retrieval.agents.tokens import tool_token_issue
 from retrieval.selectors import executor_prompt_get, lookup_tool_definition
-from retrieval.tokens import tool_token_issue
 from tests.conftest import REPO
 from tests.retrieval.conftest import CJK, english_documents, seed_documents
 from tests.support.fake_openai import Reply, tool_call

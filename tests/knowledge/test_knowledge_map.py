@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 from knowledge.models import ApiDocument, KnowledgeDomain
 from knowledge.selectors import knowledge_map_build
-from retrieval.tokens import tool_token_issue
+from retrieval.agents.tokens import tool_token_issue
 from tests.support.domain_map import indexed_document
 
 pytestmark = pytest.mark.django_db

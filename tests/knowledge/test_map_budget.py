@@ -9,8 +9,9 @@ from django.utils import timezone
 
 from knowledge.map_budget import yaml_size
 from knowledge.models import ApiDocument, KnowledgeDomain
-from knowledge.selectors import knowledge_map_build, knowledge_map_yaml, planner_prompt_render
+from knowledge.selectors import knowledge_map_build, knowledge_map_yaml
 from knowledge.services.domains import domain_documents_changed
+from retrieval.selectors import planner_prompt_render
 
 pytestmark = pytest.mark.django_db
 

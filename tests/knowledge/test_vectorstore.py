@@ -23,8 +23,8 @@ def test_search_returns_the_squared_l2_distance(vector_store):
     assert [h.doc_key for h in hits] == ["a.md", "b.md"]
     cos = float(np.dot(a, b))
     # Squared Euclidean distance of unit vectors: 2 - 2cos (not its square root).
-    assert hits[1].score == pytest.approx(2 - 2 * cos, abs=1e-5)
-    assert hits[0].score == pytest.approx(0.0, abs=1e-6)
+    assert hits[1].l2_distance == pytest.approx(2 - 2 * cos, abs=1e-5)
+    assert hits[0].l2_distance == pytest.approx(0.0, abs=1e-6)
 
 
 def test_upsert_is_idempotent_and_delete_by_document_leaves_no_rows(vector_store):
@@ -96,9 +96,9 @@ def test_hybrid_search_finds_by_words_what_the_vector_misses(vector_store):
 def test_hybrid_hits_carry_their_raw_squared_l2_distance(vector_store):
     _hybrid_corpus(vector_store)
     query = _unit([1, 0.5, 0, 0])
-    dense = {h.doc_key: h.score for h in vector_store.search(query, top_k=3)}
+    dense = {h.doc_key: h.l2_distance for h in vector_store.search(query, top_k=3)}
     for hit in vector_store.hybrid_search(query, "连接池", top_k=3):
-        assert hit.score == pytest.approx(dense[hit.doc_key], abs=1e-5)
+        assert hit.l2_distance == pytest.approx(dense[hit.doc_key], abs=1e-5)
 
 
 @pytest.mark.parametrize("ranker", ["rrf", "weighted"])

@@ -6,7 +6,7 @@ import pytest
 
 @pytest.fixture(autouse=True)
 def _no_corpus_watcher(settings):
-    from retrieval.corpus import _watcher, corpus_signature_forget
+    from retrieval.lookup.corpus import _watcher, corpus_signature_forget
 
     settings.RETRIEVAL_INDEX_REFRESH_MS = 0  # the watcher exits on its next tick; lookups read directly
     thread = _watcher.thread

@@ -128,14 +128,23 @@ def test_dashboard_draws_the_seeded_values(browser, live_server, seeded_calls, s
 
 
 def test_thumbs_on_an_invocation_feed_the_calibration_chart(browser, live_server, seeded_calls):
+    from django.contrib.auth import get_user_model
+
     from observability.models import InvocationFeedback, ToolInvocation
 
-    # Agents' judgements: helpful from 0.6 up, unhelpful below.
+    # Agents' judgements: helpful from 0.6 up, unhelpful below, from four agents in turn (a
+    # suggestion needs three agents or more, none counting above a third).
+    voters = [get_user_model().objects.create(username=f"voter-{i}") for i in range(4)]
+    votes = 0
     for similarity, helpful, n in [(0.35, False, 8), (0.55, False, 4), (0.62, True, 6), (0.81, True, 10)]:
         for _ in range(n):
             InvocationFeedback.objects.create(
-                invocation=ToolInvocationFactory(similarity=similarity), source="AGENT", helpful=helpful
+                invocation=ToolInvocationFactory(similarity=similarity),
+                source="AGENT",
+                helpful=helpful,
+                user=voters[votes % 4],
             )
+            votes += 1
     admin_login(browser, live_server)
 
     invocation = ToolInvocation.objects.filter(relevance_level="REFERENCE").first()
@@ -164,7 +173,7 @@ def test_thumbs_on_an_invocation_feed_the_calibration_chart(browser, live_server
 
 def test_hit_testing_page_in_the_browser(browser, live_server, seeded_calls, vector_store, settings):
     from knowledge.embeddings import get_embedder
-    from retrieval.keyword_index import keyword_index_forget
+    from retrieval.lookup.keyword_index import keyword_index_forget
     from tests.retrieval.conftest import Corpus, seed_documents
 
     settings.RETRIEVAL_INDEX_REFRESH_MS = 0

@@ -331,8 +331,8 @@ def test_hit_testing_with_top_k_a_domain_and_an_agent(browser, live_server, seed
 
     from knowledge.embeddings import get_embedder
     from knowledge.models import DocumentChunk
-    from retrieval.keyword_index import keyword_index_forget
-    from retrieval.tokens import tool_token_issue
+    from retrieval.agents.tokens import tool_token_issue
+    from retrieval.lookup.keyword_index import keyword_index_forget
     from tests.observability.test_hostile_rows import COMBINING
     from tests.retrieval.conftest import Corpus, seed_documents
 

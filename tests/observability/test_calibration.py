@@ -10,18 +10,19 @@ from observability.models import InvocationFeedback, ThresholdCalibration
 from tests.observability.factories import ToolInvocationFactory
 
 
-def _voter(i: int):
+def _voter():
     from django.contrib.auth import get_user_model
 
-    return get_user_model().objects.get_or_create(username=f"voter-{i % 2}")[0]
+    # Four agents in turn: a suggestion needs votes of three or more agents, none above a third.
+    turn = InvocationFeedback.objects.count() % 4
+    return get_user_model().objects.get_or_create(username=f"voter-{turn}")[0]
 
 
 def judge(similarity: float, helpful: bool, n: int = 1, user=None) -> None:
-    # Votes of two agents by default: one agent's votes alone give no suggestion.
-    for i in range(n):
+    for _ in range(n):
         InvocationFeedback.objects.create(
             invocation=ToolInvocationFactory(similarity=similarity),
-            user=user or _voter(i),
+            user=user or _voter(),
             source=InvocationFeedback.Source.AGENT,
             helpful=helpful,
         )
@@ -136,7 +137,7 @@ def test_apply_refuses_bad_thresholds_naming_the_field(db, admin_user, hr, ref, 
 
 
 def test_the_lookup_uses_an_applied_calibration_without_a_restart(db, admin_user, settings):
-    from retrieval.thresholds import current_thresholds, thresholds_cache_clear
+    from retrieval.lookup.thresholds import current_thresholds, thresholds_cache_clear
 
     settings.RETRIEVAL_INDEX_REFRESH_MS = 0  # re-read at once (in production: every few seconds)
     # Explicit settings: without them the base is the embedding model's profile ("profile:<name>").

@@ -31,9 +31,9 @@ def _vote(invocation, user, helpful: bool, source=AGENT):
 
 @pytest.fixture
 def honest_world(settings):
-    """Two honest agents: results below 0.5 do not help, above do."""
+    """Three honest agents (a suggestion needs three): results below 0.5 do not help, above do."""
     settings.OBSERVABILITY_CALIBRATION_MIN_FEEDBACK = 20
-    for name in ("honest-1", "honest-2"):
+    for name in ("honest-1", "honest-2", "honest-3"):
         agent = _user(name)
         for sim in (0.32, 0.37, 0.42, 0.47, 0.46):
             _vote(_call(sim, agent=agent), agent, helpful=False)
@@ -55,7 +55,7 @@ def test_thirty_inverted_votes_of_one_agent_on_one_call_are_one_vote(honest_worl
     for i in range(29):
         _vote(target, _user(f"sock-{i}"), helpful=False)
     bands, suggestion = _suggest()
-    assert bands["helpful"] + bands["unhelpful"] == 21
+    assert bands["helpful"] + bands["unhelpful"] == 31
     assert suggestion["reference"] == reference_before == 0.5
 
 
@@ -71,6 +71,7 @@ def test_a_staff_judgement_outweighs_the_agents_on_the_same_call(honest_world):
     assert {a["agent"]: (a["helpful"], a["unhelpful"]) for a in bands["by_agent"]} == {
         "honest-1": (5, 5),
         "honest-2": (5, 5),
+        "honest-3": (5, 5),
     }
 
 
@@ -104,7 +105,7 @@ def test_dify_calls_are_calibrated_apart_from_lookups(honest_world):
     for _ in range(10):
         _vote(_call(0.9, agent=dify_agent, tool="dify_retrieval"), dify_agent, helpful=False)
     lookups = calibration.calibration_bands()
-    assert lookups["helpful"] + lookups["unhelpful"] == 20
+    assert lookups["helpful"] + lookups["unhelpful"] == 30
     dify = calibration.calibration_bands(calibration.VoteFilter(tool="dify_retrieval"))
     assert (dify["helpful"], dify["unhelpful"]) == (0, 10)
 

@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from knowledge.services.documents import document_ingest
 from observability.models import InvocationFeedback, ToolInvocation
-from retrieval.tokens import tool_token_issue
+from retrieval.agents.tokens import tool_token_issue
 
 COMBINING = "e" + "\u0301" * 300
 HOSTILE_VALUES = [
@@ -55,7 +55,7 @@ HOSTILE_BODIES = ["null", "12345", "[1, 2, 3]", '"a string"', '{"session_id": "x
 
 def _as_stored(value):
     """A value as writers store it in a JSON column. MariaDB's JSON cannot hold a lone surrogate at
-    all (the INSERT fails), so writers escape it there (``retrieval.dify._recordable``)."""
+    all (the INSERT fails), so writers escape it there (``retrieval.entrypoints.dify._recordable``)."""
     if connection.vendor == "mysql" and isinstance(value, str):
         return value.encode("utf-8", "backslashreplace").decode("utf-8")
     return value

@@ -22,12 +22,12 @@ from knowledge.embeddings import get_embedder
 from knowledge.models import ApiDocument, DocumentChunk
 from knowledge.services.chunk_preparation import chunk_embedding_texts, chunk_rows, chunk_vectors
 from knowledge.vectorstore import VectorStore
-from retrieval.corpus import corpus_signature_forget
-from retrieval.keyword_index import keyword_index_forget
-from retrieval.thresholds import thresholds_cache_clear
-from retrieval.tokens import tool_token_issue
-from retrieval.tracker import reset_tracker
-from retrieval.vector_search import l1_caches_clear
+from retrieval.agents.tokens import tool_token_issue
+from retrieval.agents.tracker import reset_tracker
+from retrieval.lookup.corpus import corpus_signature_forget
+from retrieval.lookup.keyword_index import keyword_index_forget
+from retrieval.lookup.thresholds import thresholds_cache_clear
+from retrieval.lookup.vector_search import l1_caches_clear
 
 
 def _forget_process_state() -> None:

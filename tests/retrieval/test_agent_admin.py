@@ -8,8 +8,8 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from knowledge.models import KnowledgeDomain
+from retrieval.agents.tokens import tool_token_issue
 from retrieval.models import AgentProfile
-from retrieval.tokens import tool_token_issue
 from tests.retrieval.conftest import seed_documents
 
 pytestmark = pytest.mark.django_db

@@ -15,11 +15,10 @@ import pytest
 from django.core.exceptions import ObjectDoesNotExist
 
 from knowledge.models import KnowledgeDomain
-from knowledge.selectors import planner_prompt_render
 from knowledge.vectorstore import reset_vector_store
-from retrieval.language import agent_language
-from retrieval.mcp_server import build_server
-from retrieval.selectors import executor_prompt_get, lookup_tool_definition
+from retrieval.agents.language import agent_language
+from retrieval.entrypoints.mcp_server import build_server
+from retrieval.selectors import executor_prompt_get, lookup_tool_definition, planner_prompt_render
 from retrieval.services import lookup_knowledge
 from tests.conftest import REPO, free_port
 from tests.retrieval.conftest import CJK

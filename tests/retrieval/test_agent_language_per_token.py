@@ -17,9 +17,9 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from rest_framework.test import APIClient
 
-from retrieval.language import agent_language
+from retrieval.agents.language import agent_language
+from retrieval.agents.tokens import tool_token_issue
 from retrieval.models import AgentProfile
-from retrieval.tokens import tool_token_issue
 from tests.retrieval.conftest import CJK, english_documents
 from tests.retrieval.test_mcp_server import LiveAsgi
 

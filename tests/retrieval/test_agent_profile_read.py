@@ -8,10 +8,10 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from knowledge.models import KnowledgeDomain
-from retrieval.agents import agent_domains, agent_for_user
-from retrieval.language import agent_language
+from retrieval.agents.identity import agent_domains, agent_for_user
+from retrieval.agents.language import agent_language
+from retrieval.agents.tokens import tool_token_issue
 from retrieval.models import AgentProfile
-from retrieval.tokens import tool_token_issue
 
 pytestmark = pytest.mark.django_db
 

@@ -16,8 +16,8 @@ from rest_framework.test import APIClient
 
 from knowledge.models import KnowledgeDomain
 from observability.models import InvocationFeedback, ToolInvocation
+from retrieval.agents.tokens import tool_token_issue
 from retrieval.models import AgentProfile
-from retrieval.tokens import tool_token_issue
 from tests.retrieval.conftest import seed_documents
 
 pytestmark = pytest.mark.django_db

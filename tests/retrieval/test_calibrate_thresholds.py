@@ -13,8 +13,9 @@ from django.core.management import CommandError, call_command
 from knowledge.embeddings import get_embedder
 from observability.calibration import calibration_revert
 from observability.models import ThresholdCalibration
-from retrieval.calibration_queries import Observation, evidence_bands, thresholds_suggest
-from retrieval.thresholds import current_thresholds, thresholds_cache_clear
+from retrieval.lookup.thresholds import current_thresholds, thresholds_cache_clear
+from retrieval.staff.calibration_queries import evidence_bands, thresholds_suggest
+from retrieval.staff.labelled_queries import Observation
 
 
 def obs(similarity, right, *, n=1, level=None, expected="doc"):

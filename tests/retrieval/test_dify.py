@@ -10,7 +10,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from observability.models import ToolInvocation
-from retrieval.tokens import tool_token_issue
+from retrieval.agents.tokens import tool_token_issue
 
 URL = "/api/dify/retrieval"
 DIFY_EXAMPLE = {

@@ -15,8 +15,8 @@ from django.utils import timezone
 from knowledge.models import ApiDocument
 from knowledge.vectorstore import reset_vector_store
 from observability.models import ToolInvocation
-from retrieval.dify_conditions import ConditionError, metadata_condition_clean
-from retrieval.tokens import tool_token_issue
+from retrieval.agents.tokens import tool_token_issue
+from retrieval.entrypoints.dify_conditions import ConditionError, metadata_condition_clean
 from tests.conftest import free_port
 from tests.retrieval.conftest import seed_documents
 from tests.support.dify_client import DifyClient, MaxRetriesReached, condition, metadata_condition

@@ -12,14 +12,14 @@ from rest_framework.authtoken.models import Token
 
 from knowledge.models import DocumentChunk, KnowledgeDomain
 from observability.models import ToolInvocation
-from retrieval.corpus import corpus_signature_forget
-from retrieval.keyword_index import keyword_index_forget
+from retrieval.agents.tokens import tool_token_issue
+from retrieval.agents.tracker import get_tracker, reset_tracker
+from retrieval.lookup.corpus import corpus_signature_forget
+from retrieval.lookup.keyword_index import keyword_index_forget
+from retrieval.lookup.thresholds import thresholds_cache_clear
+from retrieval.lookup.vector_search import l1_caches_clear
 from retrieval.models import AgentProfile
 from retrieval.services import lookup_knowledge
-from retrieval.thresholds import thresholds_cache_clear
-from retrieval.tokens import tool_token_issue
-from retrieval.tracker import get_tracker, reset_tracker
-from retrieval.vector_search import l1_caches_clear
 from tests.retrieval.conftest import Corpus, seed_documents
 
 URL = "admin:observability_hittest_changelist"

@@ -3,10 +3,18 @@ by lexical evidence, details naming the L1 and the thresholds' source; and the p
 
 import pytest
 
-from retrieval.lexical import lexical_evidence, main_script, query_terms, term_coverage
-from retrieval.normalisation import RelevanceLevel, l1_level_decide
+from retrieval.lookup.lexical import lexical_evidence, main_script
+from retrieval.lookup.normalisation import RelevanceLevel, l1_level_decide
+from retrieval.lookup.query_terms import query_terms
+from retrieval.lookup.thresholds import Thresholds
 from retrieval.services import lookup_knowledge
-from retrieval.thresholds import Thresholds
+
+
+def term_coverage(terms, text, *, query_script):
+    """The weighted share of ``terms`` found in ``text`` when both are written in one script."""
+    evidence = lexical_evidence(terms, text, query_script=query_script)
+    return evidence.coverage if evidence is not None and evidence.same_script else None
+
 
 SEEDS = Thresholds(max_l2_distance=2.0, highly_relevant=0.75, reference=0.5)
 
@@ -164,7 +172,7 @@ def test_explicit_thresholds_are_named_as_the_source(hybrid_corpus, session_id, 
 
 
 def test_the_details_contract_refuses_unknown_and_missing_keys():
-    from retrieval.details import LOOKUP_KEYS, lookup_details
+    from observability.records import LOOKUP_KEYS, lookup_details
 
     values = dict.fromkeys(LOOKUP_KEYS)
     assert list(lookup_details(**values)) == list(LOOKUP_KEYS)

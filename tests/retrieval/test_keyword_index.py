@@ -10,7 +10,7 @@ from django.db import connection
 from django.utils import timezone
 
 from knowledge.models import ApiDocument
-from retrieval.keyword_index import IndexedDocument, KeywordIndex, keyword_index_get, text_normalise
+from retrieval.lookup.keyword_index import IndexedDocument, KeywordIndex, keyword_index_get, text_normalise
 from tests.conftest import REPO, SERVICES_MODE
 
 
@@ -181,7 +181,7 @@ def test_with_a_refresh_interval_changes_show_up_without_a_restart(settings):
     """With RETRIEVAL_INDEX_REFRESH_MS set, the process's watcher thread re-reads the corpus
     signature in the background (a lookup reads it itself only when the watcher is late), and
     the lookup after a change sees it."""
-    from retrieval.corpus import corpus_signature, corpus_signature_forget
+    from retrieval.lookup.corpus import corpus_signature, corpus_signature_forget
 
     settings.RETRIEVAL_INDEX_REFRESH_MS = 50
     corpus_signature_forget()

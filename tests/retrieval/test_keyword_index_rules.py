@@ -7,8 +7,13 @@ from __future__ import annotations
 import threading
 import time
 
-from retrieval import keyword_index as keyword_index_module
-from retrieval.keyword_index import IndexedDocument, KeywordIndex, keyword_index_forget, keyword_index_get
+from retrieval.lookup import keyword_index as keyword_index_module
+from retrieval.lookup.keyword_index import (
+    IndexedDocument,
+    KeywordIndex,
+    keyword_index_forget,
+    keyword_index_get,
+)
 
 
 def _index(**terms: list[str]) -> KeywordIndex:

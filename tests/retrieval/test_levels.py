@@ -4,7 +4,7 @@ level a lookup gives when L1's level of its primary is already known (moved, or 
 
 import pytest
 
-from retrieval.normalisation import (
+from retrieval.lookup.normalisation import (
     LEXICAL_STRONG,
     LEXICAL_WEAK,
     RelevanceLevel,
@@ -12,7 +12,7 @@ from retrieval.normalisation import (
     relevance_level_decide,
     similarity_from_l2,
 )
-from retrieval.thresholds import Thresholds
+from retrieval.lookup.thresholds import Thresholds
 
 SEEDS = Thresholds(max_l2_distance=2.0, highly_relevant=0.75, reference=0.5)
 HIGH = RelevanceLevel.HIGHLY_RELEVANT

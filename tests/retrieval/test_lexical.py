@@ -1,4 +1,4 @@
-"""Lexical evidence, pure (retrieval/lexical.py): which words of a query count and how much, the
+"""Lexical evidence, pure (retrieval/lookup/query_terms.py, retrieval/lookup/lexical.py): which words of a query count and how much, the
 script a text is written in, when a document in another script is compared at all, quotations,
 and the BM25 request's text. No database, no Milvus: jieba's and wordfreq's tables only."""
 
@@ -6,17 +6,20 @@ import dataclasses
 
 import pytest
 
-from retrieval import lexical
-from retrieval.lexical import (
-    QueryTerms,
-    Term,
-    bm25_query_text,
-    lexical_evidence,
-    lexical_warm_up,
-    main_script,
-    query_terms,
-    term_coverage,
-)
+from retrieval.lookup import lexical
+from retrieval.lookup import query_terms as query_terms_module
+from retrieval.lookup.lexical import lexical_evidence, main_script
+from retrieval.lookup.query_terms import QueryTerms, Term, bm25_query_text, query_terms
+
+
+def lexical_warm_up() -> None:
+    query_terms_module._idf.load()
+
+
+def term_coverage(terms, text, *, query_script):
+    """The weighted share of ``terms`` found in ``text`` when both are written in one script."""
+    evidence = lexical_evidence(terms, text, query_script=query_script)
+    return evidence.coverage if evidence is not None and evidence.same_script else None
 
 
 def _terms(query: str) -> dict[str, Term]:
@@ -78,7 +81,7 @@ def test_camel_case_words_are_identifiers_although_they_are_letters_alone():
 # --- how much a term weighs ------------------------------------------------------------------------
 def test_identifiers_and_unknown_latin_words_weigh_the_table_s_largest_idf():
     lexical_warm_up()
-    largest = lexical._idf.max
+    largest = query_terms_module._idf.max
     terms = _terms("zqxjvwq max_connections status")
     assert terms["max_connections"].weight == largest
     assert terms["zqxjvwq"].weight == largest  # English has no frequency for it
@@ -99,17 +102,17 @@ def test_english_words_weigh_minus_the_log_of_their_frequency():
 def test_chinese_words_weigh_their_idf_and_unknown_ones_the_median():
     lexical_warm_up()
     terms = _terms("退款 丨")
-    assert terms["退款"].weight == lexical._idf.table["退款"]
-    assert "丨" not in lexical._idf.table
-    assert terms["丨"].weight == lexical._idf.median
-    assert lexical._idf.median < lexical._idf.max
+    assert terms["退款"].weight == query_terms_module._idf.table["退款"]
+    assert "丨" not in query_terms_module._idf.table
+    assert terms["丨"].weight == query_terms_module._idf.median
+    assert query_terms_module._idf.median < query_terms_module._idf.max
 
 
 def test_the_idf_table_is_read_once_per_process():
     lexical_warm_up()
-    table = lexical._idf.table
+    table = query_terms_module._idf.table
     lexical_warm_up()
-    assert lexical._idf.table is table and len(table) > 100_000
+    assert query_terms_module._idf.table is table and len(table) > 100_000
 
 
 def test_the_terms_are_cut_once_per_query_and_cannot_be_changed_by_a_caller():

@@ -7,9 +7,9 @@ from django.core.exceptions import ValidationError
 from knowledge.models import ApiDocument
 from knowledge.vectorstore import reset_vector_store
 from observability.models import ToolInvocation
-from retrieval.agents import memory_session_key
+from retrieval.agents.identity import memory_session_key
+from retrieval.agents.tracker import get_tracker
 from retrieval.services import lookup_knowledge
-from retrieval.tracker import get_tracker
 from tests.conftest import free_port
 
 # FS-2..FS-4 as the seeds state them (see the seeds_rules fixture).

@@ -8,11 +8,11 @@ import time
 import pytest
 
 from knowledge.vectorstore import reset_vector_store
-from retrieval import tracker as tracker_module
-from retrieval.agents import memory_session_key
-from retrieval.normalisation import similarity_from_l2
+from retrieval.agents import tracker as tracker_module
+from retrieval.agents.identity import memory_session_key
+from retrieval.agents.tracker import MemoryTracker, TrackerUnavailable, fallback_tracker
+from retrieval.lookup.normalisation import similarity_from_l2
 from retrieval.services import lookup_knowledge
-from retrieval.tracker import MemoryTracker, TrackerUnavailable, fallback_tracker
 from tests.conftest import free_port
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("seeds_rules")]
@@ -151,7 +151,8 @@ def test_the_details_similarities_are_fs1_of_the_raw_scores_to_fixed_places(corp
 
 
 def test_hybrid_details_give_a_candidate_s_coverage_to_four_places(corpus, session_id, settings):
-    from retrieval.lexical import lexical_evidence, query_terms
+    from retrieval.lookup.lexical import lexical_evidence
+    from retrieval.lookup.query_terms import query_terms
 
     settings.RETRIEVAL_L1_MODE = "hybrid"
     corpus.add(
@@ -179,7 +180,7 @@ def test_a_keyword_in_more_documents_than_looked_at_counts_them_all(corpus, sess
 
 
 def test_hybrid_details_list_the_query_s_terms_with_weights_to_three_places(corpus, session_id, settings):
-    from retrieval.lexical import query_terms
+    from retrieval.lookup.query_terms import query_terms
 
     settings.RETRIEVAL_L1_MODE = "hybrid"
     corpus.add(

@@ -21,7 +21,7 @@ from pymilvus import MilvusClient
 from knowledge.embeddings import get_embedder
 from knowledge.vectorstore import get_vector_store, reset_vector_store
 from observability.models import ToolInvocation
-from retrieval.tracker import reset_tracker
+from retrieval.agents.tracker import reset_tracker
 from tests.conftest import free_port, wait_for_port
 from tests.retrieval.conftest import Corpus, seed_documents
 
@@ -90,7 +90,9 @@ def _lookup(client, query: str, session_id: str):
 
 
 @pytest.mark.django_db
-def test_milvus_stopped_then_restarted_lookups_degrade_to_keywords_and_recover(milvus, agent_client, client):
+def test_milvus_stopped_then_restarted_lookups_degrade_to_keywords_and_recover(
+    milvus, agent_client, client, admin_client
+):
     embedder = get_embedder()
     store = get_vector_store()
     store.ensure_collection(dim=embedder.dim, model_name=embedder.model_name)
@@ -101,9 +103,11 @@ def test_milvus_stopped_then_restarted_lookups_degrade_to_keywords_and_recover(m
     # Given the vector store is stopped (killed by its PID)
     milvus.stop()
 
-    # Then /healthz is 503 and names the vector store; with a token, the address it cannot reach
+    # Then /healthz is 503 and names the vector store; to staff (never to a token), the address
+    # it cannot reach
     assert client.get("/healthz").json()["checks"]["vector_store"] == {"ok": False}
-    health = agent_client.get("/healthz")
+    assert agent_client.get("/healthz").json()["checks"]["vector_store"] == {"ok": False}
+    health = admin_client.get("/healthz")
     assert health.status_code == 503
     assert health.json()["down"] == ["vector_store"]
     assert milvus.uri in health.json()["checks"]["vector_store"]["error"]

@@ -5,7 +5,7 @@ gives the same refusal, tests/retrieval/test_dify.py)."""
 import pytest
 from django.core.exceptions import ValidationError
 
-from retrieval.lookup_input import ONLY_INVISIBLE, lookup_input_clean
+from retrieval.lookup.inputs import ONLY_INVISIBLE, lookup_input_clean
 
 
 @pytest.mark.parametrize(

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.agents import memory_session_key
+from retrieval.agents.identity import memory_session_key
+from retrieval.agents.tracker import get_tracker
 from retrieval.services import lookup_knowledge
-from retrieval.tracker import get_tracker
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("seeds_rules")]
 

@@ -16,8 +16,8 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from knowledge.models import KnowledgeDomain
+from retrieval.agents.tokens import tool_token_issue
 from retrieval.models import AgentProfile
-from retrieval.tokens import tool_token_issue
 from tests.retrieval.conftest import seed_documents
 from tests.retrieval.test_mcp_server import LiveAsgi
 

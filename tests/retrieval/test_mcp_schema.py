@@ -14,9 +14,9 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from observability.models import ToolInvocation
-from retrieval.mcp_server import build_server
+from retrieval.agents.tokens import tool_token_issue
+from retrieval.entrypoints.mcp_server import build_server
 from retrieval.selectors import lookup_tool_definition
-from retrieval.tokens import tool_token_issue
 from tests.retrieval.test_mcp_server import LiveAsgi
 
 LIMIT_KEYS = ("type", "minLength", "maxLength", "minimum", "maximum")

@@ -24,7 +24,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from observability.models import ToolInvocation
-from retrieval.tokens import tool_token_issue
+from retrieval.agents.tokens import tool_token_issue
 from tests.conftest import REPO, free_port
 from tests.retrieval.conftest import seed_documents
 

@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 
 from knowledge.vectorstore import ChunkVector
-from retrieval.normalisation import (
+from retrieval.lookup.normalisation import (
     RelevanceLevel,
     completeness_hint,
     relevance_level_decide,
     similarity_from_l2,
 )
-from retrieval.thresholds import Thresholds, current_thresholds
+from retrieval.lookup.thresholds import Thresholds, current_thresholds
 
 DEFAULT = Thresholds(max_l2_distance=2.0, highly_relevant=0.75, reference=0.5)
 
@@ -62,7 +62,7 @@ def test_fs1_raw_milvus_score_of_unit_vectors_gives_the_cosine(vector_store):
     for hit in hits:
         i = int(hit.doc_key[1:])
         cos = float(vectors[0] @ vectors[i])
-        assert similarity_from_l2(hit.score, max_l2=2.0) == pytest.approx(max(cos, 0.0), abs=1e-5)
+        assert similarity_from_l2(hit.l2_distance, max_l2=2.0) == pytest.approx(max(cos, 0.0), abs=1e-5)
 
 
 # --- FS-2 ----------------------------------------------------------------------------------------

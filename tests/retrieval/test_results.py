@@ -11,9 +11,9 @@ import hashlib
 import pytest
 
 from knowledge.models import ApiDocument, DocumentChunk
-from retrieval.normalisation import RelevanceLevel
-from retrieval.ranking import Candidate, Selection
-from retrieval.results import DocumentRow, message_build, result_items_build
+from retrieval.lookup.normalisation import RelevanceLevel
+from retrieval.lookup.ranking import Candidate, Selection
+from retrieval.lookup.results import DocumentRow, message_build, result_items_build
 
 
 def _document(
@@ -273,7 +273,7 @@ def test_soft_dedup_points_out_only_returned_domains_the_session_searched_before
 
 @pytest.mark.parametrize("configured", ["soft", " Soft ", "SOFT"])
 def test_soft_dedup_as_configured_points_out_a_repeated_domain(settings, configured):
-    from retrieval.pipeline import domain_dedup_mode
+    from retrieval.lookup.pipeline import domain_dedup_mode
 
     settings.RETRIEVAL_DOMAIN_DEDUP = configured
     message = _message(

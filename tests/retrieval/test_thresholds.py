@@ -7,14 +7,14 @@ import sys
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from retrieval.thresholds import current_thresholds, thresholds_cache_clear
+from retrieval.lookup.thresholds import current_thresholds, thresholds_cache_clear
 from tests.conftest import REPO
 
 
 def test_environment_variables_override_the_defaults():
     code = (
         "import django; django.setup();"
-        "from retrieval.thresholds import current_thresholds as c; t = c();"
+        "from retrieval.lookup.thresholds import current_thresholds as c; t = c();"
         "print(t.max_l2_distance, t.highly_relevant, t.reference)"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "REDIS_URL"))} | {

@@ -1,6 +1,6 @@
 """The thresholds in force, at their edges: which rule gives the pair and what ``source`` says,
 the ranges refused (naming the setting) and accepted, a calibration that cannot be used, and how
-long a process keeps what it read. Profile values are read from ``retrieval.profiles``, so these
+long a process keeps what it read. Profile values are read from ``retrieval.lookup.profiles``, so these
 hold whatever pair a model's profile carries."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connection
 
-from retrieval import thresholds as thresholds_module
-from retrieval.profiles import SEED_HIGHLY_RELEVANT, SEED_REFERENCE, profile_for
-from retrieval.thresholds import (
+from retrieval.lookup import thresholds as thresholds_module
+from retrieval.lookup.profiles import SEED_HIGHLY_RELEVANT, SEED_REFERENCE, profile_for
+from retrieval.lookup.thresholds import (
     Thresholds,
     current_thresholds,
     profile_warning,
@@ -143,7 +143,7 @@ def test_a_calibration_left_unordered_by_new_settings_is_ignored_and_logged(expl
     row = ThresholdCalibration.objects.create(
         highly_relevant_threshold=None, reference_threshold=0.6, applied_by=staff
     )
-    with caplog.at_level(logging.ERROR, logger="retrieval.thresholds"):
+    with caplog.at_level(logging.ERROR, logger="retrieval.lookup.thresholds"):
         t = current_thresholds()
     assert (_pair(t), t.source) == ((0.55, 0.5), "settings")
     assert f"calibration {row.pk} holds unordered thresholds" in caplog.text
@@ -170,7 +170,7 @@ def test_a_database_without_the_calibration_table_serves_on_the_settings(explici
     with connection.cursor() as cursor:
         cursor.execute(f"ALTER TABLE {table} RENAME TO {table}_away")
     try:
-        with caplog.at_level(logging.WARNING, logger="retrieval.thresholds"):
+        with caplog.at_level(logging.WARNING, logger="retrieval.lookup.thresholds"):
             t = current_thresholds()
     finally:
         with connection.cursor() as cursor:
@@ -238,7 +238,7 @@ def test_a_missing_profile_is_warned_of_once_per_process(settings, caplog):
     settings.RETRIEVAL_HIGHLY_RELEVANT_THRESHOLD = None
     settings.RETRIEVAL_REFERENCE_THRESHOLD = None
     thresholds_module._warned.clear()
-    with caplog.at_level(logging.WARNING, logger="retrieval.thresholds"):
+    with caplog.at_level(logging.WARNING, logger="retrieval.lookup.thresholds"):
         for _ in range(3):
             thresholds_cache_clear()
             assert current_thresholds().source == "default"
@@ -251,10 +251,10 @@ def test_explicit_thresholds_or_a_profile_log_no_warning(settings, caplog):
     thresholds_module._warned.clear()
     settings.RETRIEVAL_HIGHLY_RELEVANT_THRESHOLD = 0.75
     settings.RETRIEVAL_REFERENCE_THRESHOLD = 0.5
-    with caplog.at_level(logging.WARNING, logger="retrieval.thresholds"):
+    with caplog.at_level(logging.WARNING, logger="retrieval.lookup.thresholds"):
         assert current_thresholds().source == "settings"
         settings.EMBEDDING_BACKEND = "use-multilingual"
         settings.RETRIEVAL_HIGHLY_RELEVANT_THRESHOLD = None
         settings.RETRIEVAL_REFERENCE_THRESHOLD = None
         assert current_thresholds().source == f"profile:{USE}"
-    assert [r for r in caplog.records if r.name == "retrieval.thresholds"] == []
+    assert [r for r in caplog.records if r.name == "retrieval.lookup.thresholds"] == []

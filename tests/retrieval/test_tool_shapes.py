@@ -16,7 +16,7 @@ from openai.types.chat import ChatCompletionFunctionToolParam
 from openai.types.responses import FunctionToolParam, ToolParam
 from pydantic import ConfigDict, TypeAdapter, with_config
 
-from retrieval.tool_shapes import STRICT_KEYWORDS
+from retrieval.entrypoints.tool_shapes import STRICT_KEYWORDS
 from tests.support.fake_openai import Reply, tool_call
 
 URL = "/api/tools/lookup_knowledge/schema"

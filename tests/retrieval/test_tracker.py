@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from retrieval.tracker import MemoryTracker, RedisTracker, get_tracker, reset_tracker, tracker_backend
+from retrieval.agents.tracker import MemoryTracker, RedisTracker, get_tracker, reset_tracker, tracker_backend
 from tests.conftest import REPO
 
 
@@ -138,7 +138,7 @@ def test_redis_sessions_expire_when_idle_and_each_use_renews_them(settings, redi
 def test_two_processes_marking_one_session_through_redis_lose_nothing(settings, redis_prefix):
     script = (
         "import sys, time\n"
-        "from retrieval.tracker.redis import RedisTracker\n"
+        "from retrieval.agents.tracker.redis import RedisTracker\n"
         "url, prefix, who, start = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])\n"
         "t = RedisTracker.from_url(url, ttl=600, prefix=prefix)\n"
         "while time.time() < start: time.sleep(0.001)\n"

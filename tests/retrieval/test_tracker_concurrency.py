@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import threading
 
-from retrieval.tracker import MemoryTracker
+from retrieval.agents.tracker import MemoryTracker
 
 
 class _ReadsMeetHere(dict):

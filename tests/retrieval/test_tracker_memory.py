@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from retrieval.tracker import (
+from retrieval.agents.tracker import (
     MemoryTracker,
     RedisTracker,
     RetrievedDocTracker,
@@ -18,7 +18,7 @@ from retrieval.tracker import (
     reset_tracker,
     tracker_backend,
 )
-from retrieval.tracker import memory as memory_module
+from retrieval.agents.tracker import memory as memory_module
 
 
 class Clock:

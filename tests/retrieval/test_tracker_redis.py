@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from retrieval.tracker import RedisTracker, TrackerUnavailable
+from retrieval.agents.tracker import RedisTracker, TrackerUnavailable
 from tests.conftest import free_port
 
 

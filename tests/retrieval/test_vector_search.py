@@ -3,8 +3,8 @@
 import pytest
 
 from knowledge.embeddings import get_embedder
+from retrieval.lookup.vector_search import LRUCache
 from retrieval.services import lookup_knowledge
-from retrieval.vector_search import LRUCache
 
 pytestmark = pytest.mark.django_db
 

@@ -3,7 +3,7 @@
     python manage.py calibrate_thresholds --queries my_questions.jsonl
     python manage.py calibrate_thresholds --queries my_questions.jsonl --apply --user admin
 
-The rule and the file format: retrieval/calibration_queries.py and docs/lookup.md
+The rule and the file format: retrieval/staff/labelled_queries.py, retrieval/staff/calibration_queries.py and docs/lookup.md
 ("Calibrating with your own questions").
 """
 
@@ -11,20 +11,18 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from retrieval.calibration_queries import (
+from retrieval.lookup.thresholds import current_thresholds, thresholds_cache_clear
+from retrieval.staff.calibration_queries import (
     DEFAULT_MIN_ANSWERS,
     DEFAULT_TARGET_HIGHLY_RELEVANT,
     DEFAULT_TARGET_REFERENCE,
-    LabelledQueriesError,
     evidence_bands,
-    labelled_queries_read,
     levels_outcome,
     lookup_level_function,
-    queries_observe,
     suggestion_apply,
     thresholds_suggest,
 )
-from retrieval.thresholds import current_thresholds, thresholds_cache_clear
+from retrieval.staff.labelled_queries import LabelledQueriesError, labelled_queries_read, queries_observe
 
 
 def _share(value) -> str:

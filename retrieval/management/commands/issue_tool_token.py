@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from retrieval.tokens import tool_token_issue
+from retrieval.agents.tokens import tool_token_issue
 
 
 class Command(BaseCommand):

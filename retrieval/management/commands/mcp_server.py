@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand
 
-from retrieval.mcp_server import STDIO_AGENT, build_server
+from retrieval.entrypoints.mcp_server import STDIO_AGENT, build_server
 
 
 class Command(BaseCommand):

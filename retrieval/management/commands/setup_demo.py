@@ -1,6 +1,6 @@
 """First-start set-up for `make run`: a demo admin, an agent token and the demo knowledge base.
 
-It lives in retrieval because it issues a tool token (retrieval.tokens): retrieval may import
+It lives in retrieval because it issues a tool token (retrieval.agents.tokens): retrieval may import
 knowledge, never the other way round.
 
 Safe to run again: existing users and tokens are kept and printed again, and the demo knowledge
@@ -22,7 +22,7 @@ from config.env import VAR_DIR
 from knowledge.models import ApiDocument
 from knowledge.services.documents import FAILED
 from knowledge.services.uploads import folder_items, items_ingest
-from retrieval.tokens import tool_token_issue
+from retrieval.agents.tokens import tool_token_issue
 
 DEMO_ADMIN = "admin"
 DEMO_AGENT = "demo-agent"

@@ -1,0 +1,80 @@
+"""Domain scopes: what an agent limited to some domains may see (``AgentProfile.allowed_domains``).
+
+``domains`` is always a frozenset of domain ids, or None for "every domain". A scoped agent's
+lookups, knowledge map, planner prompt, MCP tools and Dify searches see only documents of its
+domains; nothing it receives names another domain (withheld documents and "already retrieved"
+domains included), even a domain it retrieved before its scope was narrowed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from retrieval.agents.tracker import SessionRetrievals
+
+
+def domain_allowed(domain: str, domains: frozenset[str] | None) -> bool:
+    return domains is None or domain in domains
+
+
+def domains_scoped(names: Iterable[str], domains: frozenset[str] | None) -> list[str]:
+    """``names`` (in order) without those outside the scope."""
+    return [name for name in names if domain_allowed(name, domains)]
+
+
+def memory_scoped(memory: SessionRetrievals, domains: frozenset[str] | None) -> SessionRetrievals:
+    """A session's action memory as a scoped agent may see it."""
+    if domains is None:
+        return memory
+    return SessionRetrievals({d: docs for d, docs in memory.domains.items() if d in domains})
+
+
+def knowledge_map_scoped(knowledge_map: dict, domains: frozenset[str] | None) -> dict:
+    """The knowledge map (``knowledge.selectors.knowledge_map_build``) with only the scope's domains."""
+    if domains is None:
+        return knowledge_map
+    return {
+        **knowledge_map,
+        "available_knowledge_domains": [
+            d for d in knowledge_map["available_knowledge_domains"] if d["domain_id"] in domains
+        ],
+    }
+
+
+def agent_knowledge_map(user) -> dict:
+    """The knowledge map as the agent ``user`` may see it."""
+    from knowledge.selectors import knowledge_map_build
+    from retrieval.agents.identity import agent_domains
+
+    return knowledge_map_scoped(knowledge_map_build(), agent_domains(user.pk))
+
+
+def profiles_left_unscoped_by(domain_ids: Iterable[str]) -> list:
+    """The agent profiles whose every allowed domain is among ``domain_ids``: deleting those
+    domains would leave their scope empty, and an empty scope means every domain. Deleting a
+    domain must never widen what an agent sees, so those deletions are refused
+    (``retrieval.signals``, the domains admin)."""
+    from django.db.models import Count, F, Q
+
+    from retrieval.models import AgentProfile
+
+    doomed = list(domain_ids)
+    return list(
+        AgentProfile.objects.annotate(
+            scope=Count("allowed_domains", distinct=True),
+            doomed=Count("allowed_domains", filter=Q(allowed_domains__domain_id__in=doomed), distinct=True),
+        )
+        .filter(doomed__gt=0, doomed=F("scope"))
+        .select_related("user")
+        .order_by("user__username")
+    )
+
+
+def scope_deletion_message(profiles: list) -> str:
+    from django.utils.translation import gettext
+
+    names = ", ".join(p.user.get_username() for p in profiles[:5]) + (" …" if len(profiles) > 5 else "")
+    return gettext(
+        "it is the only allowed domain of these agents: %(names)s. An empty scope means every "
+        "domain, so remove it from their allowed domains (or give them another) first"
+    ) % {"names": names}

@@ -1,0 +1,92 @@
+"""Session action memory (seed 000 section 4, FS-3; seed 004 Part A).
+
+``get_tracker()`` returns the process's store, chosen by ``RETRIEVAL_TRACKER_BACKEND``:
+``redis`` (shared by every process; production), ``memory`` (in-process; the single-process
+embedded default), or empty for redis when ``REDIS_URL`` is set, else memory.
+
+API (the seed's names in Python form): ``mark_retrieved(session, domain, doc_key)``,
+``is_doc_retrieved(session, doc_key)``, ``is_domain_retrieved(session, domain)``,
+``get_retrieved_domains(session)`` (first-retrieved order), ``clear_session(session)``,
+``is_already_retrieved(session, doc_key)`` (ISS-001 name, delegates to ``is_doc_retrieved``), plus
+the one-round-trip primitives ``mark_many`` and ``snapshot`` the lookup uses.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from retrieval.agents.tracker.base import RetrievedDocTracker, SessionRetrievals
+from retrieval.agents.tracker.memory import MemoryTracker
+from retrieval.agents.tracker.redis import RedisTracker, TrackerUnavailable
+
+__all__ = [
+    "MemoryTracker",
+    "RedisTracker",
+    "RetrievedDocTracker",
+    "SessionRetrievals",
+    "TrackerUnavailable",
+    "fallback_tracker",
+    "get_tracker",
+    "reset_tracker",
+    "tracker_backend",
+]
+
+BACKENDS = ("memory", "redis")
+
+_tracker: RetrievedDocTracker | None = None
+_fallback: MemoryTracker | None = None
+_lock = threading.Lock()
+
+
+def tracker_backend() -> str:
+    """The configured backend name, validated."""
+    backend = (settings.RETRIEVAL_TRACKER_BACKEND or "").strip().lower()
+    if not backend:
+        return "redis" if settings.REDIS_URL else "memory"
+    if backend not in BACKENDS:
+        raise ImproperlyConfigured(
+            f"RETRIEVAL_TRACKER_BACKEND must be one of {', '.join(BACKENDS)} or empty; got '{backend}'"
+        )
+    if backend == "redis" and not settings.REDIS_URL:
+        raise ImproperlyConfigured("RETRIEVAL_TRACKER_BACKEND=redis needs REDIS_URL set")
+    return backend
+
+
+def get_tracker() -> RetrievedDocTracker:
+    global _tracker
+    if _tracker is None:
+        with _lock:
+            if _tracker is None:
+                ttl = int(settings.RETRIEVAL_SESSION_TTL)
+                if tracker_backend() == "redis":
+                    _tracker = RedisTracker.from_url(settings.REDIS_URL, ttl=ttl)
+                else:
+                    _tracker = MemoryTracker(ttl=ttl)
+    return _tracker
+
+
+def fallback_tracker() -> MemoryTracker:
+    """The in-process store a lookup uses while the configured (Redis) store does not answer.
+
+    Policy (README "When something fails"): during a Redis outage each web process remembers its
+    own sessions' retrievals, so repeated lookups landing on one process are still deduplicated;
+    a session served by several processes may be shown a document twice. Nothing is written back
+    to Redis when it returns: the outage's marks expire with the process's memory.
+    """
+    global _fallback
+    if _fallback is None:
+        with _lock:
+            if _fallback is None:
+                _fallback = MemoryTracker(ttl=int(settings.RETRIEVAL_SESSION_TTL))
+    return _fallback
+
+
+def reset_tracker() -> None:
+    """Forget the process's store (settings changed, or a test wants a fresh one)."""
+    global _tracker, _fallback
+    with _lock:
+        _tracker = None
+        _fallback = None

@@ -1,0 +1,247 @@
+"""The guard in front of MCP's streamable HTTP transport (``/mcp``): who may talk, from where,
+how often, and with how many open sessions.
+
+In order, for every request:
+1. ``Host`` must be one of Django's ALLOWED_HOSTS (400 ``bad_host``);
+2. an ``Origin`` header, when sent (browsers always send it), must be an allowed host or one of
+   CSRF_TRUSTED_ORIGINS (403 ``bad_origin``): the MCP specification requires servers to check it,
+   against DNS-rebinding pages driving a local server;
+3. the tool token (``Authorization: Token <key>``, or ``Bearer``), as the REST API checks it
+   (401);
+4. a request without ``Mcp-Session-Id`` opens a session: refused with 429 ``too_many_sessions``
+   when the agent already holds MCP_MAX_SESSIONS_PER_AGENT open ones, so one agent cannot fill
+   the SDK's global session table and lock everyone out;
+5. every ``tools/call`` and ``prompts/get`` in the body spends one call of the agent's throttle
+   budget, the one REST spends (``retrieval.agents.throttling``): 429 ``throttled`` with ``Retry-After``.
+
+The session is bound to the token that opened it: the SDK compares the principal set here in
+``scope["user"]`` with the session's opener and answers a request from any other token exactly
+as it answers an unknown session id (404 "Session not found").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from urllib.parse import urlsplit
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import close_old_connections
+from django.http.request import split_domain_port, validate_host
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+
+from retrieval.agents.identity import Agent, agent_for_user
+from retrieval.agents.throttling import agent_budget_spend
+from retrieval.agents.tokens import token_user
+
+AGENT_SCOPE_KEY = "agentkb.agent"  # the calling Agent, set in the ASGI scope for the tools
+# JSON-RPC methods that do work for the agent and so spend its budget.
+BUDGETED_METHODS = frozenset({"tools/call", "prompts/get"})
+# Retry-After of a refused session: idle sessions close by themselves (the SDK's idle timeout).
+SESSION_RETRY_AFTER_S = 60
+
+
+def db_call(fn, /, **kwargs):
+    """Run ``fn`` like a Django request (MCP's handlers run outside Django's request cycle): stale
+    database connections closed before and after. Every MCP handler that reads the database
+    goes through it."""
+    close_old_connections()
+    try:
+        return fn(**kwargs)
+    finally:
+        close_old_connections()
+
+
+def _token_agent(key: str) -> Agent | None:
+    user = token_user(key)
+    return None if user is None else agent_for_user(user)
+
+
+def _principal(agent: Agent, key: str) -> AuthenticatedUser:
+    """What the SDK binds a session to: the agent and (as ``subject``) the token, hashed so no key
+    is kept in memory longer than the request."""
+    token_hash = hashlib.sha256(key.encode()).hexdigest()[:32]
+    return AuthenticatedUser(
+        AccessToken(token=token_hash, client_id=f"agent-{agent.id}", scopes=[], subject=token_hash)
+    )
+
+
+def origin_allowed(origin: str) -> bool:
+    """An Origin header's value against ALLOWED_HOSTS and CSRF_TRUSTED_ORIGINS (Django's rules:
+    exact origins, or ``scheme://*.domain`` for subdomains)."""
+    parts = urlsplit(origin)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return False  # includes the opaque "null" origin of sandboxed pages and files
+    for trusted in getattr(settings, "CSRF_TRUSTED_ORIGINS", []):
+        if origin == trusted:
+            return True
+        if "://*." in trusted:
+            scheme, _, domain = trusted.partition("://*.")
+            if parts.scheme == scheme and (parts.netloc == domain or parts.netloc.endswith("." + domain)):
+                return True
+    host, _ = split_domain_port(parts.netloc)
+    return bool(host) and validate_host(host, settings.ALLOWED_HOSTS)
+
+
+def _budgeted_calls(body: bytes) -> int:
+    """How many budgeted JSON-RPC requests a POST body holds (a batch may hold several).
+    A body that is not JSON holds none: the SDK answers it with its parse error."""
+    try:
+        message = json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return 0
+    messages = message if isinstance(message, list) else [message]
+    return sum(1 for m in messages if isinstance(m, dict) and m.get("method") in BUDGETED_METHODS)
+
+
+def open_sessions_of(manager, agent: Agent) -> int:
+    """Open MCP sessions of ``agent``, from the SDK session manager's table of session owners
+    (mcp >= 1.30 keeps one per session; a closed or idle-expired session leaves it at once)."""
+    client_id = f"agent-{agent.id}"
+    owners = getattr(manager, "_session_owners", {})
+    return sum(1 for owner in list(owners.values()) if owner.get("client_id") == client_id)
+
+
+class McpTokenAuth:
+    """ASGI middleware in front of the SDK's streamable HTTP app (see the module docstring)."""
+
+    def __init__(self, app, manager=None):
+        self.app = app
+        self.manager = manager
+        self._open_locks: dict[int, asyncio.Lock] = {}
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        host, _ = split_domain_port(headers.get("host", ""))
+        if not host or not validate_host(host, settings.ALLOWED_HOSTS):
+            await _refuse(send, 400, "bad_host", f"host {headers.get('host', '')!r} is not allowed")
+            return
+        origin = headers.get("origin")
+        if origin is not None and not origin_allowed(origin):
+            await _refuse(
+                send,
+                403,
+                "bad_origin",
+                f"origin {origin[:200]!r} is not allowed (ALLOWED_HOSTS, CSRF_TRUSTED_ORIGINS)",
+            )
+            return
+        scheme, _, key = headers.get("authorization", "").strip().partition(" ")
+        key = key.strip()
+        if scheme.lower() not in ("token", "bearer") or not key:
+            await _refuse(send, 401, "not_authenticated", "Authentication credentials were not provided.")
+            return
+        agent = await sync_to_async(db_call)(_token_agent, key=key)
+        if agent is None:
+            await _refuse(send, 401, "authentication_failed", "Invalid token.")
+            return
+
+        if scope.get("method") == "POST":
+            limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 10 * 1024 * 1024
+            body, complete = await _read_body(receive, limit=limit)
+            if not complete:
+                await _refuse(
+                    send,
+                    413,
+                    "request_too_large",
+                    f"The request body is larger than {limit:,} bytes (DATA_UPLOAD_MAX_MEMORY_SIZE).",
+                )
+                return
+            for _ in range(_budgeted_calls(body)):
+                wait = await sync_to_async(agent_budget_spend)(agent.budget_id)
+                if wait is not None:
+                    await _refuse(
+                        send,
+                        429,
+                        "throttled",
+                        f"Request was throttled. Expected available in {int(wait)} seconds.",
+                        retry_after=int(wait),
+                        details={"retry_after_seconds": int(wait)},
+                    )
+                    return
+            receive = _replay(body, receive)
+
+        scope = {**scope, AGENT_SCOPE_KEY: agent, "user": _principal(agent, key)}
+        opens_session = scope.get("method") == "POST" and "mcp-session-id" not in headers
+        if not opens_session or self.manager is None or not settings.MCP_MAX_SESSIONS_PER_AGENT:
+            await self.app(scope, receive, send)
+            return
+        # Count and open under one lock per agent: concurrent opening requests of one agent
+        # cannot all pass the count before any of them is registered.
+        async with self._open_lock(agent.id):
+            cap = settings.MCP_MAX_SESSIONS_PER_AGENT
+            if open_sessions_of(self.manager, agent) >= cap:
+                await _refuse(
+                    send,
+                    429,
+                    "too_many_sessions",
+                    f"This agent already has {cap} open MCP sessions (MCP_MAX_SESSIONS_PER_AGENT): "
+                    "close one (HTTP DELETE with its Mcp-Session-Id) or wait for an idle one to expire.",
+                    retry_after=SESSION_RETRY_AFTER_S,
+                )
+                return
+            await self.app(scope, receive, send)
+
+    def _open_lock(self, agent_id: int) -> asyncio.Lock:
+        lock = self._open_locks.get(agent_id)
+        if lock is None:
+            lock = self._open_locks[agent_id] = asyncio.Lock()
+        return lock
+
+
+async def _read_body(receive, *, limit: int) -> tuple[bytes, bool]:
+    """The whole request body, or (what was read, False) once it exceeds ``limit`` bytes."""
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(chunks), True
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return b"", False
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks), True
+
+
+def _replay(body: bytes, receive):
+    """A ``receive`` that hands the already-read body to the app once, then waits on the client
+    (so a disconnect still reaches the app)."""
+    sent = False
+
+    async def replayed():
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
+
+
+def _json_error(
+    status: int, code: str, message: str, *, retry_after: int | None = None, details: dict | None = None
+) -> tuple[dict, bytes]:
+    body = json.dumps({"error": {"code": code, "message": message, "details": details or {}}}).encode()
+    start = {
+        "type": "http.response.start",
+        "status": status,
+        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+    }
+    if status == 401:
+        start["headers"].append((b"www-authenticate", b'Token realm="agentkb"'))
+    if retry_after is not None:
+        start["headers"].append((b"retry-after", str(max(1, retry_after)).encode()))
+    return start, body
+
+
+async def _refuse(send, status: int, code: str, message: str, **extra) -> None:
+    start, body = _json_error(status, code, message, **extra)
+    await send(start)
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,47 @@
+"""The MCP ``lookup_knowledge`` tool's input schema: the REST tool's, limits and descriptions.
+
+FastMCP derives a tool's input schema from the function's signature. ``lookup_arguments``
+annotates ``query``, ``session_id`` and ``top_k`` with the JSON schema of the REST definition
+(``retrieval.selectors.lookup_tool_definition``: ``query`` 1..RETRIEVAL_MAX_QUERY_CHARS
+characters, ``session_id`` 1..128, ``top_k`` 1..100) through pydantic's ``WithJsonSchema``: the
+limits are advertised to clients but not enforced by the SDK, so the lookup service still
+validates, names the field and records the refused call, as it does for REST. ``session_id``
+stays optional over MCP (the MCP session is the default) and says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated
+
+from pydantic import WithJsonSchema
+
+from retrieval.agents import texts as agent_texts
+
+
+def lookup_input_properties(language: str | None = None) -> dict[str, dict]:
+    """The JSON schema of each MCP argument: the REST property, ``session_id`` described for MCP."""
+    from retrieval.selectors import lookup_tool_definition
+
+    properties = lookup_tool_definition(language)["function"]["parameters"]["properties"]
+    session = dict(properties["session_id"])
+    session["description"] = agent_texts.joined(
+        [session["description"], agent_texts.text("mcp_session_id", language)], language
+    )
+    return {**properties, "session_id": session}
+
+
+def lookup_arguments(language: str | None = None) -> Callable:
+    """A decorator giving a tool function ``(query, ctx, session_id=None, top_k=None)`` the REST
+    schema of its arguments (replacing their annotations, which may be strings)."""
+    properties = lookup_input_properties(language)
+
+    def annotate(fn: Callable) -> Callable:
+        fn.__annotations__.update(
+            query=Annotated[str, WithJsonSchema(properties["query"])],
+            session_id=Annotated[str | None, WithJsonSchema(properties["session_id"])],
+            top_k=Annotated[int | None, WithJsonSchema(properties["top_k"])],
+        )
+        return fn
+
+    return annotate

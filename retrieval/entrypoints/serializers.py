@@ -1,0 +1,44 @@
+"""Shapes of the tool API, for the OpenAPI schema. Validation of a lookup lives in the service
+(``retrieval.lookup.inputs.lookup_input_clean``) so the API, the ``lookup`` command and hit testing
+refuse the same input with the same field-named errors."""
+
+from rest_framework import serializers
+
+from observability.records import RelevanceLevel
+from retrieval.lookup.inputs import MAX_SESSION_ID_CHARS, MAX_TOP_K
+
+
+class LookupRequestSerializer(serializers.Serializer):
+    query = serializers.CharField(help_text="The question or keyword; at most RETRIEVAL_MAX_QUERY_CHARS.")
+    session_id = serializers.CharField(max_length=MAX_SESSION_ID_CHARS, help_text="The agent's session.")
+    top_k = serializers.IntegerField(
+        required=False, min_value=1, max_value=MAX_TOP_K, help_text="Chunks fetched from Milvus."
+    )
+
+
+class ResultItemSerializer(serializers.Serializer):
+    title = serializers.CharField()
+    domain = serializers.CharField()
+    docKey = serializers.CharField()  # the agent reads camelCase
+    headingPath = serializers.CharField()
+    pages = serializers.CharField(
+        required=False,
+        help_text='PDF pages or slides the matched text comes from ("3", "3-4"); paged documents only.',
+    )
+    content = serializers.CharField()
+
+
+class LookupResponseSerializer(serializers.Serializer):
+    found = serializers.BooleanField()
+    primary = ResultItemSerializer(allow_null=True)
+    supplement = ResultItemSerializer(many=True)
+    relevanceLevel = serializers.ChoiceField(
+        choices=[level.value for level in RelevanceLevel], allow_null=True
+    )
+    completenessHint = serializers.CharField(allow_null=True)
+    retrievedDomainsThisSession = serializers.ListField(child=serializers.CharField())
+    message = serializers.CharField()
+
+
+class SessionRetrievalsSerializer(serializers.Serializer):
+    domains = serializers.DictField(child=serializers.ListField(child=serializers.CharField()))

@@ -1,0 +1,166 @@
+"""L1: embed the query, search for the best chunks (behind ``retrieval.lookup.search``), keep raw
+dense distances.
+
+``RETRIEVAL_L1_MODE=hybrid`` (the default): one Milvus ``hybrid_search`` over the dense vector and
+BM25 on the chunk text, fused by ``RETRIEVAL_HYBRID_RANKER``; hits come in fused order and each
+carries its raw squared L2 distance (what FS-1 normalises) and its text (for lexical evidence).
+``dense``: the vector alone, nearest first, as before hybrid search.
+
+Two small per-process LRU caches, because agents repeat themselves:
+- query vectors, keyed by (embedding model, query text): a repeated query is not embedded again;
+- search hits, keyed by (Milvus URI and collection, model, L1 mode and fusion, query, top_k,
+  domain, corpus signature): a
+  repeated query is not searched again while the corpus is unchanged. The corpus signature
+  (``retrieval.lookup.corpus``) moves on every upload, re-index and delete, so a cached result never
+  outlives the documents it was computed on by more than ``RETRIEVAL_INDEX_REFRESH_MS``.
+Both hold ``RETRIEVAL_QUERY_CACHE_SIZE`` entries (0 turns them off).
+
+No BLAS thread limit is set around the search: at 100,000 chunks on 2 cores, embedded milvus-lite
+3.x searched as fast with numpy's default BLAS threads as with one, once its segments had settled
+(alternating A/B in one process; ``bench/lookup.py --blas-compare`` finds the same for a
+milvus-lite server). The slow first minute after a flush is what looked like a thread effect.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+
+from knowledge.embeddings import get_embedder
+from knowledge.vectorstore import VectorStore, VectorStoreError, get_vector_store
+from retrieval.lookup.query_terms import bm25_query_text
+from retrieval.lookup.search import ChunkHit, ChunkSearch, DenseSearch, MilvusHybridSearch, SearchQuery
+
+
+class LRUCache:
+    """A small thread-safe LRU map."""
+
+    def __init__(self) -> None:
+        self._data: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> Any:
+        with self._lock:
+            try:
+                self._data.move_to_end(key)
+                return self._data[key]
+            except KeyError:
+                return None
+
+    def put(self, key: Hashable, value: Any, *, capacity: int) -> None:
+        if capacity <= 0:
+            return
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > capacity:
+                self._data.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+_vectors = LRUCache()
+_hits = LRUCache()
+
+
+@dataclass(frozen=True)
+class L1Result:
+    #: chunk hits, best first (fused order in hybrid mode), each with its raw squared L2 score
+    hits: tuple[ChunkHit, ...]
+    embedding_model: str
+    embed_ms: float
+    search_ms: float
+    vector_cached: bool
+    hits_cached: bool
+    #: "hybrid:rrf", "hybrid:weighted" or "dense"
+    mode: str = "dense"
+
+
+def query_vector(query: str) -> tuple[np.ndarray, str, bool, float]:
+    """(unit vector, model name, from cache?, milliseconds spent)."""
+    started = time.perf_counter()
+    embedder = get_embedder()
+    key = (embedder.model_name, query)
+    vector = _vectors.get(key)
+    if vector is not None:
+        return vector, embedder.model_name, True, (time.perf_counter() - started) * 1000
+    vector = embedder.encode_one(query)
+    vector.setflags(write=False)
+    _vectors.put(key, vector, capacity=settings.RETRIEVAL_QUERY_CACHE_SIZE)
+    return vector, embedder.model_name, False, (time.perf_counter() - started) * 1000
+
+
+def l1_mode() -> str:
+    """The L1 in force: "dense", or "hybrid:<ranker>"."""
+    mode = settings.RETRIEVAL_L1_MODE
+    return f"hybrid:{settings.RETRIEVAL_HYBRID_RANKER}" if mode == "hybrid" else "dense"
+
+
+def chunk_search_for(store: VectorStore, mode: str) -> ChunkSearch:
+    """The search behind L1 in ``mode`` (``l1_mode()``)."""
+    if mode == "dense":
+        return DenseSearch(store)
+    return MilvusHybridSearch(
+        store,
+        ranker=settings.RETRIEVAL_HYBRID_RANKER,
+        rrf_k=settings.RETRIEVAL_RRF_K,
+        dense_weight=settings.RETRIEVAL_DENSE_WEIGHT,
+    )
+
+
+def l1_search(
+    *, query: str, top_k: int, signature: Hashable, domain: str | frozenset[str] | None = None
+) -> L1Result:
+    """The ``top_k`` best chunks for ``query``, of ``domain`` when given: one domain (Dify's
+    dataset) or a set (a scoped agent's domains, filtered inside Milvus so a small scope among large
+    domains still gets ``top_k`` candidates). Raises EmbeddingError / VectorStoreError."""
+    embedder = get_embedder()
+    store = get_vector_store()
+    mode = l1_mode()
+    fusion = (settings.RETRIEVAL_RRF_K, settings.RETRIEVAL_DENSE_WEIGHT) if mode != "dense" else ()
+    cache_key = (
+        store.uri,
+        store.collection,
+        embedder.model_name,
+        mode,
+        fusion,
+        query,
+        top_k,
+        domain,
+        signature,
+    )
+    cached = _hits.get(cache_key)
+    if cached is not None:
+        return L1Result(cached, embedder.model_name, 0.0, 0.0, True, True, mode)
+    vector, model_name, vector_cached, embed_ms = query_vector(query)
+    started = time.perf_counter()
+    lexical_text = bm25_query_text(query) if mode != "dense" else ""
+    search = chunk_search_for(store, mode)
+    try:
+        hits = search.search(SearchQuery(query, vector.tolist(), lexical_text), top_k=top_k, domains=domain)
+    except VectorStoreError:
+        # No collection yet means nothing was ever indexed: an empty result, not an outage.
+        if not store.exists():
+            hits = ()
+        else:
+            raise
+    search_ms = (time.perf_counter() - started) * 1000
+    _hits.put(cache_key, hits, capacity=settings.RETRIEVAL_QUERY_CACHE_SIZE)
+    return L1Result(hits, model_name, embed_ms, search_ms, vector_cached, False, mode)
+
+
+def l1_caches_clear() -> None:
+    _vectors.clear()
+    _hits.clear()
