@@ -10,7 +10,7 @@ tokens are its sentences' tokens: analysing every recombined chunk again would t
 the index. The analyser's own rate is printed apart (ms per chunk, on the original paragraphs).
 
 Questions: 200 real questions of the two files (seeded), asked as all their tokens and as the
-retrieval side's key terms (``retrieval.lexical.bm25_query_text``: question words out), top 20,
+retrieval side's key terms (``retrieval.lookup.query_terms.bm25_query_text``: question words out), top 20,
 without a filter and with a one-domain filter. Each question is asked once to warm the index
 up, then timed. Also timed: one indexing run's write at that size (a document of 8 chunks
 replaced, committed, merges waited for), a reader's first search after opening, and the full
@@ -149,7 +149,7 @@ def key_terms(questions: list[str]) -> list[tuple[str, ...]] | None:
         import django
 
         django.setup()
-        from retrieval.lexical import bm25_query_text
+        from retrieval.lookup.query_terms import bm25_query_text
     except Exception as exc:  # the figures with all tokens still stand
         print(f"(key terms skipped: {exc})")
         return None

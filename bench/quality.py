@@ -480,6 +480,16 @@ def _prepare_environment(folder: Path) -> None:
         os.environ.pop(name, None)
 
 
+def _lexical_engine() -> str | None:
+    """The lexical engine in force and why (None in code from before the engine could be chosen)."""
+    try:
+        from knowledge.lexical import lexical_engine_choice
+    except ImportError:
+        return None
+    choice = lexical_engine_choice()
+    return f"{choice.name} ({choice.reason})"
+
+
 def _ingest(dataset: Dataset) -> dict:
     from knowledge.models import ApiDocument, DocumentChunk
     from knowledge.services.documents import document_ingest
@@ -557,6 +567,7 @@ def run_dataset(name: str, args: argparse.Namespace) -> dict:
         embedder = get_embedder()
         result["embedding"] = f"{settings.EMBEDDING_BACKEND} ({embedder.model_name}, {embedder.dim}-d)"
         result["l1_mode"] = getattr(settings, "RETRIEVAL_L1_MODE", None)
+        result["lexical_engine"] = _lexical_engine()
     if not args.url and {"agentkb", "dense"} & set(systems):
         result["ingest"] = _ingest(dataset)
         # Warm up (model, L0 index, collection load) on a question outside the measured ones.
@@ -620,7 +631,10 @@ def report_text(results: list[dict], *, failures: int = 0) -> str:
             i = r["ingest"]
             lines.append(f"   indexed {i['documents']} documents, {i['chunks']} chunks in {i['seconds']} s")
         if "thresholds" in r:
-            lines.append(f"   thresholds in force: {r['thresholds']}; RETRIEVAL_L1_MODE: {r.get('l1_mode')}")
+            lines.append(
+                f"   thresholds in force: {r['thresholds']}; RETRIEVAL_L1_MODE: {r.get('l1_mode')}; "
+                f"lexical engine: {r.get('lexical_engine')}"
+            )
         header = (
             f"   {'system':<9}{'hit@1':>9}{'recall@5':>9}{'MRR@5':>9}{'found':>9}{'not-found':>10}"
             f"{'P(PREC)':>13}{'P(HR)':>13}{'P(REF)':>13}{'p50 ms':>9}{'p95 ms':>9}"

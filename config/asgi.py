@@ -7,8 +7,10 @@ everything else goes to Django. The MCP session
 manager lives for the process: it is started and stopped by the ASGI lifespan protocol.
 """
 
+import logging
 import os
 
+from asgiref.sync import sync_to_async
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -25,6 +27,7 @@ if settings.DEBUG:
 from retrieval.entrypoints.mcp_server import mcp_http_app  # noqa: E402  (needs the apps loaded above)
 
 MCP_PREFIX = "/mcp"
+logger = logging.getLogger(__name__)
 
 
 def application_build():
@@ -43,11 +46,25 @@ def application_build():
     return application
 
 
+def _lexical_engine_decide() -> None:
+    """Decide (and log) where BM25 lives when the server starts, not at the first lookup. A
+    vector store that does not answer yet leaves the decision to the first lookup; a setting that
+    cannot work (``LEXICAL_ENGINE=milvus`` on a Milvus without BM25) stops the start."""
+    from knowledge.lexical import get_lexical_engine
+    from knowledge.vectorstore import VectorStoreError
+
+    try:
+        get_lexical_engine()
+    except VectorStoreError:
+        logger.warning("Milvus did not answer at start; the lexical engine is decided on the first lookup")
+
+
 async def _lifespan(session_manager, receive, send):
     message = await receive()
     if message["type"] != "lifespan.startup":
         return
     try:
+        await sync_to_async(_lexical_engine_decide)()
         async with session_manager.run():
             await send({"type": "lifespan.startup.complete"})
             await receive()  # lifespan.shutdown

@@ -1,4 +1,4 @@
-"""GET /healthz: the state of the database, the vector store and the Celery broker.
+"""GET /healthz: the state of the database, the vector store, the lexical index and the Celery broker.
 
 200 when all answer; 503 with ``down`` naming each part that does not. Anyone (a load balancer,
 a probe, an agent with its tool token) gets only up/down per part; the details (backends, URIs,
@@ -36,6 +36,19 @@ def _check_vector_store() -> str:
     return "milvus-lite (embedded)" if store.is_embedded else store.uri
 
 
+def _check_lexical_index() -> str:
+    """The lexical engine in force and that it answers: the tantivy index opens and counts its
+    chunks, or Milvus's own BM25 (checked with the vector store). An index whose analyser changed
+    still answers, and says it needs a rebuild."""
+    from knowledge.lexical import get_lexical_engine, lexical_engine_choice
+
+    engine = get_lexical_engine()
+    chunks = engine.count()
+    problem = engine.signature_problem()
+    detail = f"{engine.name} ({lexical_engine_choice().reason}), {chunks} chunks"
+    return f"{detail}; needs a rebuild: {problem}" if problem else detail
+
+
 def _check_broker() -> str:
     from config.celery import app
 
@@ -47,6 +60,7 @@ def _check_broker() -> str:
 CHECKS: dict[str, Callable[[], str]] = {
     "database": _check_database,
     "vector_store": _check_vector_store,
+    "lexical_index": _check_lexical_index,
     "broker": _check_broker,
 }
 

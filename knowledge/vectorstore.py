@@ -236,6 +236,11 @@ class VectorStore:
             return True
         return bm25_supported(self.server_version())
 
+    def bm25_in_collection(self) -> bool:
+        """Whether this store's collection carries Milvus's BM25 field: when Milvus's own BM25 is
+        the lexical engine (``lexical_engine_name``)."""
+        return lexical_engine_name(str(settings.LEXICAL_ENGINE).strip().lower(), self) == "milvus"
+
     # --- collection ------------------------------------------------------------------------
     def exists(self) -> bool:
         return self.collection in self._call("list_collections")
@@ -270,15 +275,16 @@ class VectorStore:
                     f"'{existing_model}', but the configured embedding is {dim}-d '{model_name}'. "
                     "Run `python manage.py reindex --recreate` to rebuild it with the new model."
                 )
-            if self.supports_bm25() and (missing := self.lexical_fields_missing()):
+            if self.bm25_in_collection() and (missing := self.lexical_fields_missing()):
                 raise VectorStoreMismatch(lexical_fields_message(self.collection, missing))
             self._ensure_loaded()
             return
         from pymilvus import DataType, Function, FunctionType, MilvusClient
 
-        # Without the BM25 function (Milvus before 2.5) the text is kept for the hits, unanalysed:
-        # a sparse field would even abort such a server when the collection is loaded.
-        bm25 = self.supports_bm25()
+        # BM25 in the collection only when it is the lexical engine: otherwise the text is kept for
+        # the hits, unanalysed (milvus-lite would analyse it in Python at every insert for nothing,
+        # and a sparse field aborts a Milvus before 2.5 when the collection is loaded).
+        bm25 = self.bm25_in_collection()
         schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
         schema.add_field("chunk_id", DataType.VARCHAR, is_primary=True, max_length=512)
         schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dim)
@@ -423,14 +429,20 @@ class VectorStore:
         return int(rows[0]["count(*)"]) if rows else 0
 
     def search(
-        self, vector: list[float], *, top_k: int, domain: str | Iterable[str] | None = None
+        self,
+        vector: list[float],
+        *,
+        top_k: int,
+        domain: str | Iterable[str] | None = None,
+        with_text: bool = False,
     ) -> list[VectorHit]:
-        """Nearest chunks by squared L2 distance, closest first (of ``domain``: one, or a set)."""
+        """Nearest chunks by squared L2 distance, closest first (of ``domain``: one, or a set);
+        ``with_text``: each hit carries its stored text (what lexical evidence reads)."""
         self._ensure_loaded()
         kwargs: dict[str, Any] = {
             "data": [[float(x) for x in vector]],
             "limit": top_k,
-            "output_fields": ["doc_key", "domain", "chunk_index"],
+            "output_fields": ["doc_key", "domain", "chunk_index", *([TEXT_FIELD] if with_text else [])],
             "search_params": {"metric_type": "L2"},
         }
         if expr := domain_filter(domain):
@@ -446,6 +458,7 @@ class VectorStore:
                     domain=entity["domain"],
                     chunk_index=int(entity["chunk_index"]),
                     l2_distance=float(hit["distance"]),
+                    text=entity.get(TEXT_FIELD) or "",
                 )
             )
         return hits
@@ -477,7 +490,7 @@ class VectorStore:
                         doc_key=entity["doc_key"],
                         domain=entity["domain"],
                         chunk_index=int(entity["chunk_index"]),
-                        score=float("nan"),
+                        l2_distance=float("nan"),
                         text=entity.get(TEXT_FIELD) or "",
                     ),
                     abs(float(hit["distance"])),
@@ -541,6 +554,19 @@ class VectorStore:
             )
             for row, distance in zip(rows, distances, strict=True)
         ]
+
+
+def lexical_engine_name(setting: str, store: VectorStore) -> str:
+    """ "tantivy" or "milvus": where BM25 lives for ``LEXICAL_ENGINE`` ``setting`` on ``store``.
+    ``auto``: tantivy on milvus-lite (embedded or its server: it scores BM25 in a Python loop)
+    and on a Milvus without the BM25 function; Milvus's own BM25 on a Milvus >= 2.5 server. Why,
+    and the refusal of ``milvus`` where it cannot run: ``knowledge.lexical.choice``."""
+    if setting in ("tantivy", "milvus"):
+        return setting
+    if store.is_embedded:
+        return "tantivy"
+    version = store.server_version()
+    return "milvus" if "lite" not in version.lower() and bm25_supported(version) else "tantivy"
 
 
 def bm25_supported(version: str) -> bool:

@@ -68,6 +68,9 @@ L1_TOP_SIMILARITY = "l1_top_similarity"
 L1_CANDIDATES = "l1_candidates"
 #: "hybrid:rrf", "hybrid:weighted" or "dense" (None when vector search was down)
 L1_MODE = "l1_mode"
+#: the lexical engine hybrid L1 read: "tantivy" (beside Milvus) or "milvus" (Milvus's own BM25);
+#: None in dense mode or when vector search was down
+LEXICAL_ENGINE = "lexical_engine"
 #: the query's weighted terms ([text, weight]) lexical evidence compared
 QUERY_TERMS = "query_terms"
 RELEVANCE_LEVEL = "relevance_level"
@@ -108,6 +111,7 @@ LOOKUP_KEYS = (
     L1_TOP_SIMILARITY,
     L1_CANDIDATES,
     L1_MODE,
+    LEXICAL_ENGINE,
     QUERY_TERMS,
     RELEVANCE_LEVEL,
     COMPLETENESS_HINT,
@@ -145,6 +149,7 @@ class LookupRecord(TypedDict):
     l1_top_similarity: float | None
     l1_candidates: list[dict[str, Any]]
     l1_mode: str | None
+    lexical_engine: str | None
     query_terms: list[list[Any]]
     relevance_level: str | None
     completeness_hint: str | None

@@ -3,12 +3,12 @@
 ``analyse(text)`` turns a chunk's text (or a query) into its tokens:
 
 1. normalise: NFKC (full-width ``ＥＲＲ＿ＴＩＭＥＯＵＴ`` is ``err_timeout``), casefold, any run of
-   whitespace one space, no NULs (as ``retrieval.keyword_index.text_normalise``);
+   whitespace one space, no NULs (as ``retrieval.lookup.keyword_index.text_normalise``);
 2. ``script_fold``: one Chinese script. Today the identity; the Traditional -> Simplified folding
    goes there and nowhere else, and changes ``ANALYSER_SIGNATURE``;
 3. cut: Latin runs (letters, digits and ``_ . - /`` inside) stay whole, so ``err_quota_exceeded``,
    ``max_connections`` and ``java.lang.outofmemoryerror`` are one token each; everything else is
-   cut by jieba (accurate mode, the dictionary it ships), as ``retrieval.lexical.query_terms``
+   cut by jieba (accurate mode, the dictionary it ships), as ``retrieval.lookup.query_terms.query_terms``
    cuts a query;
 4. keep words: tokens with a letter or digit, at most ``MAX_TOKEN_CHARS`` long (a base64 blob is
    no word anyone asks for). Question and function words are kept: the index counts what the text
@@ -35,7 +35,7 @@ MAX_TOKEN_CHARS = 100
 SCRIPT_FOLD = "none"
 
 _SPACES = re.compile(r"\s+")
-# The same Latin runs as retrieval.lexical's query cutting (on casefolded text).
+# The same Latin runs as retrieval.lookup.query_terms's query cutting (on casefolded text).
 _LATIN_RUN = re.compile(r"([a-z0-9][a-z0-9_.\-/]*)")
 _jieba_lock = threading.Lock()
 _jieba = None
@@ -94,7 +94,7 @@ def analysed_text(text: str) -> str:
 def query_tokens(query: str) -> tuple[str, ...]:
     """A query's distinct tokens, in order of first appearance: what a lexical search asks for.
 
-    Pass the query's key terms (``retrieval.lexical.bm25_query_text``) or the raw query; terms
+    Pass the query's key terms (``retrieval.lookup.query_terms.bm25_query_text``) or the raw query; terms
     already cut come back as they are (a space separates them, and a dictionary word alone is
     cut as itself)."""
     return tuple(dict.fromkeys(analyse(query)))

@@ -23,7 +23,7 @@ from django.core.exceptions import ImproperlyConfigured
 from knowledge.lexical.engine import LexicalEngine
 from knowledge.lexical.milvus_bm25 import MilvusBm25Engine
 from knowledge.lexical.tantivy_index import TantivyLexicalIndex
-from knowledge.vectorstore import VectorStore, bm25_supported, get_vector_store
+from knowledge.vectorstore import VectorStore, get_vector_store, lexical_engine_name
 
 logger = logging.getLogger(__name__)
 
@@ -47,10 +47,12 @@ def lexical_engine_setting() -> str:
 
 
 def lexical_engine_decide(*, setting: str, store: VectorStore) -> EngineChoice:
-    """The engine for ``setting`` with this vector store. Asks a Milvus server its version
+    """The engine for ``setting`` with this vector store (``vectorstore.lexical_engine_name``, which
+    the collection's schema follows too), and why. Asks a Milvus server its version
     (VectorStoreError when it does not answer: nothing is decided then)."""
+    name = lexical_engine_name(setting, store)
     if setting == "tantivy":
-        return EngineChoice("tantivy", "LEXICAL_ENGINE=tantivy")
+        return EngineChoice(name, "LEXICAL_ENGINE=tantivy")
     if setting == "milvus":
         if not store.supports_bm25():
             raise ImproperlyConfigured(
@@ -58,15 +60,14 @@ def lexical_engine_decide(*, setting: str, store: VectorStore) -> EngineChoice:
                 f"{store.server_version()}. Use LEXICAL_ENGINE=auto or tantivy."
             )
         slow = " (milvus-lite scores BM25 in a Python loop: slow at scale)" if store.is_lite else ""
-        return EngineChoice("milvus", f"LEXICAL_ENGINE=milvus{slow}")
+        return EngineChoice(name, f"LEXICAL_ENGINE=milvus{slow}")
     if store.is_embedded:
-        return EngineChoice("tantivy", "auto: MILVUS_URI is an embedded milvus-lite file")
+        return EngineChoice(name, "auto: MILVUS_URI is an embedded milvus-lite file")
     version = store.server_version()
     if "lite" in version.lower():
-        return EngineChoice("tantivy", f"auto: MILVUS_URI is a milvus-lite server ({version})")
-    if bm25_supported(version):
-        return EngineChoice("milvus", f"auto: Milvus {version} has the BM25 function")
-    return EngineChoice("tantivy", f"auto: Milvus {version} has no BM25 function")
+        return EngineChoice(name, f"auto: MILVUS_URI is a milvus-lite server ({version})")
+    has = "has the BM25 function" if name == "milvus" else "has no BM25 function"
+    return EngineChoice(name, f"auto: Milvus {version} {has}")
 
 
 _engine: LexicalEngine | None = None

@@ -192,6 +192,7 @@ def _search(request: DifyRequest, domains: frozenset[str] | None = None) -> tupl
         "metadata_condition": request.metadata_condition.as_dict(),
         "embedding_model": model_name,
         "l1_mode": l1.mode,
+        "lexical_engine": l1.lexical_engine,
         "l1_top_score": closest,
         "l1_top_similarity": None if top is None else round(top, 4),
         "l1_candidates": [

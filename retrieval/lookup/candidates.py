@@ -35,6 +35,8 @@ class ChunkCandidates:
     hits: tuple[ChunkHit, ...] = ()
     #: "hybrid:rrf", "hybrid:weighted" or "dense"; None when vector search was down
     mode: str | None = None
+    #: the lexical engine hybrid search read ("tantivy" or "milvus"); None in dense mode or down
+    lexical_engine: str | None = None
     embedding_model: str | None = None
     vector_cached: bool = False
     hits_cached: bool = False
@@ -65,6 +67,7 @@ def chunk_candidates(request: LookupRequest, keyword: KeywordCandidates) -> Chun
     return ChunkCandidates(
         hits=l1.hits,
         mode=l1.mode,
+        lexical_engine=l1.lexical_engine,
         embedding_model=l1.embedding_model,
         vector_cached=l1.vector_cached,
         hits_cached=l1.hits_cached,

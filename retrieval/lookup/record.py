@@ -99,6 +99,7 @@ def lookup_record(trace: LookupTrace, timings: dict[str, float]) -> keys.LookupR
                 _candidate_detail(h, searchable.documents, by_doc, max_l2) for h in chunks.hits
             ],
             keys.L1_MODE: chunks.mode,
+            keys.LEXICAL_ENGINE: chunks.lexical_engine,
             keys.QUERY_TERMS: [[t.text, round(t.weight, 3)] for t in evidence.terms],
             keys.RELEVANCE_LEVEL: answer.level.value if answer.level else None,
             keys.COMPLETENESS_HINT: answer.hint,

@@ -1,9 +1,10 @@
 """The one seam every chunk search sits behind: ``ChunkSearch.search(query, top_k, domains)``.
 
 L1 asks one ``ChunkSearch`` for the best chunks of a query; which one depends on the mode
-(``RETRIEVAL_L1_MODE``): the dense vector alone (``DenseSearch``) or Milvus's hybrid search,
-dense and BM25 fused inside Milvus (``MilvusHybridSearch``). A new engine (an embedded lexical
-index, a reranker in front of one) is one more class here, chosen in ``chunk_search_for``.
+(``RETRIEVAL_L1_MODE``): the dense vector alone (``DenseSearch``) or hybrid search
+(``FusedSearch``): dense in Milvus and BM25 in the lexical engine in force, fused here. A new
+engine (a reranker in front of one) is one more class here, chosen in
+``retrieval.lookup.vector_search.chunk_search_for``.
 
 A hit is the vector store's ``VectorHit`` (``ChunkHit`` here): chunk id, doc key, domain, chunk
 index, ``l2_distance`` (the raw squared L2 distance Milvus returns: lower is closer) and, from a
@@ -12,10 +13,17 @@ search that reads it, the chunk's text.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Protocol
 
+import numpy as np
+
+from knowledge.lexical import LexicalEngine, LexicalHit
 from knowledge.vectorstore import VectorHit, VectorStore
+from retrieval.lookup.fusion import Ranked, rankings_fuse
+
+logger = logging.getLogger(__name__)
 
 ChunkHit = VectorHit
 
@@ -26,8 +34,9 @@ class SearchQuery:
     text: str
     #: its unit vector from the embedding model in force
     vector: list[float]
-    #: the query's words for BM25 (empty: nothing for a lexical search to look for)
-    lexical_text: str = ""
+    #: the query's key terms as the one analyser cuts them (``knowledge.lexical.query_tokens``);
+    #: empty: nothing for a lexical search to look for
+    lexical_tokens: tuple[str, ...] = ()
 
 
 class ChunkSearch(Protocol):
@@ -53,11 +62,15 @@ class DenseSearch:
 
 
 @dataclass(frozen=True)
-class MilvusHybridSearch:
-    """Dense and BM25 in one Milvus ``hybrid_search``, fused by Milvus's ranker. A query with no
-    word for BM25 (question words only) is searched dense alone."""
+class FusedSearch:
+    """Hybrid L1: the dense search in Milvus and BM25 in the lexical engine in force (tantivy
+    beside Milvus, or Milvus's own BM25: ``knowledge.lexical``), fused here
+    (``retrieval.lookup.fusion``), whatever the engine. A chunk only BM25 found gets its squared L2
+    distance from its stored vector, so every hit carries the same evidence. A query with no word
+    for BM25 (question words only) is searched dense alone."""
 
     store: VectorStore
+    lexical: LexicalEngine
     ranker: str
     rrf_k: int
     dense_weight: float
@@ -69,15 +82,34 @@ class MilvusHybridSearch:
     def search(
         self, query: SearchQuery, *, top_k: int, domains: str | frozenset[str] | None
     ) -> tuple[ChunkHit, ...]:
-        if not query.lexical_text:
-            return DenseSearch(self.store).search(query, top_k=top_k, domains=domains)
-        hits = self.store.hybrid_search(
-            query.vector,
-            query.lexical_text,
-            top_k=top_k,
-            domain=domains,
+        dense = self.store.search(query.vector, top_k=top_k, domain=domains, with_text=True)
+        if not query.lexical_tokens:
+            return tuple(dense)
+        lexical = self.lexical.search(query.lexical_tokens, top_k=top_k, domain=domains)
+        order = rankings_fuse(
+            [Ranked(h.chunk_id, h.l2_distance) for h in dense],
+            [Ranked(h.chunk_id, h.score) for h in lexical],
             ranker=self.ranker,
+            top_k=top_k,
             rrf_k=self.rrf_k,
             dense_weight=self.dense_weight,
         )
-        return tuple(hits)
+        return self._hits(order, dense, lexical, query.vector)
+
+    def _hits(
+        self, order: list[str], dense: list[ChunkHit], lexical: list[LexicalHit], vector: list[float]
+    ) -> tuple[ChunkHit, ...]:
+        by_id = {h.chunk_id: h for h in dense}
+        only_lexical = {h.chunk_id: h for h in lexical if h.chunk_id not in by_id and h.chunk_id in order}
+        stored = self.store.vectors(list(only_lexical)) if only_lexical else {}
+        q = np.asarray(vector, dtype=np.float32)
+        for chunk_id, hit in only_lexical.items():
+            if chunk_id not in stored:
+                # In the lexical index, not (or not yet) in Milvus: check_index reports such drift.
+                logger.debug("lexical hit %s has no vector; left out", chunk_id)
+                continue
+            distance = float(((np.asarray(stored[chunk_id], dtype=np.float32) - q) ** 2).sum())
+            by_id[chunk_id] = ChunkHit(
+                hit.chunk_id, hit.doc_key, hit.domain, hit.chunk_index, distance, hit.text
+            )
+        return tuple(by_id[chunk_id] for chunk_id in order if chunk_id in by_id)

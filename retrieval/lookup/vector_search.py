@@ -1,14 +1,16 @@
 """L1: embed the query, search for the best chunks (behind ``retrieval.lookup.search``), keep raw
 dense distances.
 
-``RETRIEVAL_L1_MODE=hybrid`` (the default): one Milvus ``hybrid_search`` over the dense vector and
-BM25 on the chunk text, fused by ``RETRIEVAL_HYBRID_RANKER``; hits come in fused order and each
-carries its raw squared L2 distance (what FS-1 normalises) and its text (for lexical evidence).
+``RETRIEVAL_L1_MODE=hybrid`` (the default): the dense search in Milvus and BM25 on the chunk text in
+the lexical engine in force (tantivy beside Milvus on the embedded default, Milvus's own BM25 on a
+Milvus >= 2.5 server: ``knowledge.lexical``), fused here by ``RETRIEVAL_HYBRID_RANKER``
+(``retrieval.lookup.fusion``); hits come in fused order and each carries its raw squared L2
+distance (what FS-1 normalises) and its text (for lexical evidence).
 ``dense``: the vector alone, nearest first, as before hybrid search.
 
 Two small per-process LRU caches, because agents repeat themselves:
 - query vectors, keyed by (embedding model, query text): a repeated query is not embedded again;
-- search hits, keyed by (Milvus URI and collection, model, L1 mode and fusion, query, top_k,
+- search hits, keyed by (Milvus URI and collection, model, L1 mode, lexical engine and fusion, query, top_k,
   domain, corpus signature): a
   repeated query is not searched again while the corpus is unchanged. The corpus signature
   (``retrieval.lookup.corpus``) moves on every upload, re-index and delete, so a cached result never
@@ -34,9 +36,10 @@ import numpy as np
 from django.conf import settings
 
 from knowledge.embeddings import get_embedder
+from knowledge.lexical import get_lexical_engine, query_tokens
 from knowledge.vectorstore import VectorStore, VectorStoreError, get_vector_store
 from retrieval.lookup.query_terms import bm25_query_text
-from retrieval.lookup.search import ChunkHit, ChunkSearch, DenseSearch, MilvusHybridSearch, SearchQuery
+from retrieval.lookup.search import ChunkHit, ChunkSearch, DenseSearch, FusedSearch, SearchQuery
 
 
 class LRUCache:
@@ -86,6 +89,8 @@ class L1Result:
     hits_cached: bool
     #: "hybrid:rrf", "hybrid:weighted" or "dense"
     mode: str = "dense"
+    #: the lexical engine hybrid search read ("tantivy" or "milvus"); None in dense mode
+    lexical_engine: str | None = None
 
 
 def query_vector(query: str) -> tuple[np.ndarray, str, bool, float]:
@@ -109,15 +114,22 @@ def l1_mode() -> str:
 
 
 def chunk_search_for(store: VectorStore, mode: str) -> ChunkSearch:
-    """The search behind L1 in ``mode`` (``l1_mode()``)."""
+    """The search behind L1 in ``mode`` (``l1_mode()``): hybrid fuses the dense search with the
+    lexical engine in force (``knowledge.lexical``: decided once per process and logged)."""
     if mode == "dense":
         return DenseSearch(store)
-    return MilvusHybridSearch(
+    return FusedSearch(
         store,
+        get_lexical_engine(),
         ranker=settings.RETRIEVAL_HYBRID_RANKER,
         rrf_k=settings.RETRIEVAL_RRF_K,
         dense_weight=settings.RETRIEVAL_DENSE_WEIGHT,
     )
+
+
+def lexical_engine_in_force(mode: str) -> str | None:
+    """The lexical engine hybrid L1 reads ("tantivy" or "milvus"); None in dense mode."""
+    return None if mode == "dense" else get_lexical_engine().name
 
 
 def l1_search(
@@ -129,12 +141,14 @@ def l1_search(
     embedder = get_embedder()
     store = get_vector_store()
     mode = l1_mode()
+    engine = lexical_engine_in_force(mode)
     fusion = (settings.RETRIEVAL_RRF_K, settings.RETRIEVAL_DENSE_WEIGHT) if mode != "dense" else ()
     cache_key = (
         store.uri,
         store.collection,
         embedder.model_name,
         mode,
+        engine,
         fusion,
         query,
         top_k,
@@ -143,13 +157,14 @@ def l1_search(
     )
     cached = _hits.get(cache_key)
     if cached is not None:
-        return L1Result(cached, embedder.model_name, 0.0, 0.0, True, True, mode)
+        return L1Result(cached, embedder.model_name, 0.0, 0.0, True, True, mode, engine)
     vector, model_name, vector_cached, embed_ms = query_vector(query)
     started = time.perf_counter()
-    lexical_text = bm25_query_text(query) if mode != "dense" else ""
+    # The query's key terms (question words out), cut by the analyser the index was cut with.
+    tokens = query_tokens(bm25_query_text(query)) if mode != "dense" else ()
     search = chunk_search_for(store, mode)
     try:
-        hits = search.search(SearchQuery(query, vector.tolist(), lexical_text), top_k=top_k, domains=domain)
+        hits = search.search(SearchQuery(query, vector.tolist(), tokens), top_k=top_k, domains=domain)
     except VectorStoreError:
         # No collection yet means nothing was ever indexed: an empty result, not an outage.
         if not store.exists():
@@ -158,7 +173,7 @@ def l1_search(
             raise
     search_ms = (time.perf_counter() - started) * 1000
     _hits.put(cache_key, hits, capacity=settings.RETRIEVAL_QUERY_CACHE_SIZE)
-    return L1Result(hits, model_name, embed_ms, search_ms, vector_cached, False, mode)
+    return L1Result(hits, model_name, embed_ms, search_ms, vector_cached, False, mode, engine)
 
 
 def l1_caches_clear() -> None:

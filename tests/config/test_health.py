@@ -13,8 +13,10 @@ def test_healthz_reports_every_part_up_with_details_for_staff(admin_client, vect
     body = response.json()
     assert response.status_code == 200, body
     assert body["status"] == "ok" and body["down"] == []
-    assert set(body["checks"]) == {"database", "vector_store", "broker"}
+    assert set(body["checks"]) == {"database", "vector_store", "lexical_index", "broker"}
     assert all(check["ok"] and check["detail"] for check in body["checks"].values())
+    # The lexical engine in force is named, and why (milvus-lite: tantivy beside it).
+    assert body["checks"]["lexical_index"]["detail"].startswith("tantivy (auto: ")
 
 
 @pytest.mark.django_db
@@ -22,7 +24,12 @@ def test_anonymous_healthz_answers_only_up_or_down_per_part(client, vector_store
     response = client.get("/healthz")
     body = response.json()
     assert response.status_code == 200
-    assert body["checks"] == {"database": {"ok": True}, "vector_store": {"ok": True}, "broker": {"ok": True}}
+    assert body["checks"] == {
+        "database": {"ok": True},
+        "vector_store": {"ok": True},
+        "lexical_index": {"ok": True},
+        "broker": {"ok": True},
+    }
     # Nothing about where the parts run: no URI, path or backend name.
     assert settings.MILVUS_URI not in response.content.decode()
 
@@ -48,7 +55,8 @@ def test_healthz_names_the_vector_store_when_milvus_is_down(client, admin_client
     finally:
         reset_vector_store()
     assert anonymous.status_code == staff.status_code == 503
-    assert anonymous.json()["down"] == staff.json()["down"] == ["vector_store"]
+    # The lexical engine cannot be chosen while the store does not say what it is.
+    assert anonymous.json()["down"] == staff.json()["down"] == ["vector_store", "lexical_index"]
     assert anonymous.json()["checks"]["vector_store"] == {"ok": False}
     assert staff.json()["checks"]["vector_store"]["error"]
     assert settings.MILVUS_URI not in anonymous.content.decode()

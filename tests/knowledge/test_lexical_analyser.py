@@ -3,7 +3,7 @@ its signature names what decides them."""
 
 from knowledge.lexical import analyse, analyser_signature, query_tokens
 from knowledge.lexical import analyser as analyser_module
-from retrieval.lexical import bm25_query_text, query_terms
+from retrieval.lookup.query_terms import bm25_query_text, query_terms
 
 
 def test_text_is_folded_by_nfkc_and_case_and_cut_by_jieba_with_latin_runs_whole():

@@ -4,6 +4,14 @@ import pytest
 from knowledge.vectorstore import ChunkVector, VectorStoreMismatch
 
 
+@pytest.fixture
+def milvus_bm25(settings):
+    """Milvus's own BM25 as the lexical engine: the collection then carries the BM25 field and
+    function, which ``hybrid_search`` and ``bm25_search`` read (on milvus-lite, ``auto`` keeps BM25
+    in the tantivy index beside it)."""
+    settings.LEXICAL_ENGINE = "milvus"
+
+
 def _unit(v):
     v = np.asarray(v, dtype=np.float32)
     return (v / np.linalg.norm(v)).tolist()
@@ -83,7 +91,7 @@ def _hybrid_corpus(store):
     )
 
 
-def test_hybrid_search_finds_by_words_what_the_vector_misses(vector_store):
+def test_hybrid_search_finds_by_words_what_the_vector_misses(vector_store, milvus_bm25):
     _hybrid_corpus(vector_store)
     query = _unit([1, 0, 0, 0])
     dense = vector_store.search(query, top_k=1)
@@ -93,7 +101,7 @@ def test_hybrid_search_finds_by_words_what_the_vector_misses(vector_store):
     assert {h.doc_key: h.text for h in hits}["words.md"] == "数据库连接池 maximumPoolSize 的配置"
 
 
-def test_hybrid_hits_carry_their_raw_squared_l2_distance(vector_store):
+def test_hybrid_hits_carry_their_raw_squared_l2_distance(vector_store, milvus_bm25):
     _hybrid_corpus(vector_store)
     query = _unit([1, 0.5, 0, 0])
     dense = {h.doc_key: h.l2_distance for h in vector_store.search(query, top_k=3)}
@@ -102,7 +110,7 @@ def test_hybrid_hits_carry_their_raw_squared_l2_distance(vector_store):
 
 
 @pytest.mark.parametrize("ranker", ["rrf", "weighted"])
-def test_hybrid_search_filters_by_domain_with_either_ranker(vector_store, ranker):
+def test_hybrid_search_filters_by_domain_with_either_ranker(vector_store, ranker, milvus_bm25):
     _hybrid_corpus(vector_store)
     hits = vector_store.hybrid_search(
         _unit([1, 0, 0, 0]), "连接池 退款", top_k=5, domain="payments", ranker=ranker
@@ -128,20 +136,38 @@ def _old_schema_collection(store, dim=4):
     )
 
 
-def test_a_collection_built_before_hybrid_search_is_refused_naming_the_fix(vector_store):
+def test_a_collection_built_before_hybrid_search_is_refused_naming_the_fix(vector_store, milvus_bm25):
     _old_schema_collection(vector_store)
     assert vector_store.lexical_fields_missing() == ["text", "sparse"]
     with pytest.raises(VectorStoreMismatch, match=r"before hybrid search.*reindex --recreate"):
         vector_store.ensure_collection(dim=4, model_name="test")
 
 
-def test_a_new_collection_has_the_lexical_fields(vector_store):
+def test_a_new_collection_has_the_lexical_fields(vector_store, milvus_bm25):
     vector_store.ensure_collection(dim=4, model_name="test")
     assert vector_store.lexical_fields_missing() == []
 
 
+def test_with_tantivy_beside_it_a_new_collection_keeps_the_text_and_has_no_bm25_field(vector_store, settings):
+    settings.LEXICAL_ENGINE = "auto"  # milvus-lite: BM25 lives in the tantivy index beside it
+    vector_store.ensure_collection(dim=4, model_name="test")
+    assert vector_store.lexical_fields_missing() == ["sparse"]
+    row = ChunkVector(
+        chunk_id="a.md#0",
+        vector=_unit([1, 0, 0, 0]),
+        domain="infra",
+        doc_key="a.md",
+        chunk_index=0,
+        text="连接池",
+    )
+    vector_store.upsert([row])
+    [hit] = vector_store.search(_unit([1, 0, 0, 0]), top_k=1, with_text=True)
+    assert hit.text == "连接池" and vector_store.search(_unit([1, 0, 0, 0]), top_k=1)[0].text == ""
+    vector_store.ensure_collection(dim=4, model_name="test")  # no BM25 field asked for: no mismatch
+
+
 @pytest.mark.services
-def test_hybrid_search_on_the_loopback_milvus_lite_server(settings, milvus_server):
+def test_hybrid_search_on_the_loopback_milvus_lite_server(settings, milvus_server, milvus_bm25):
     """The same request through a ``milvus-lite server`` (what web and worker share)."""
     import uuid
 

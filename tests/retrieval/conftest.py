@@ -21,6 +21,7 @@ from knowledge.chunking import Chunk
 from knowledge.embeddings import get_embedder
 from knowledge.models import ApiDocument, DocumentChunk
 from knowledge.services.chunk_preparation import chunk_embedding_texts, chunk_rows, chunk_vectors
+from knowledge.services.lexical import document_lexical_remove, documents_lexical_write
 from knowledge.vectorstore import VectorStore
 from retrieval.agents.tokens import tool_token_issue
 from retrieval.agents.tracker import reset_tracker
@@ -107,11 +108,13 @@ class Corpus:
         DocumentChunk.objects.bulk_create(chunk_rows(document.id, parts))
         texts = chunk_embedding_texts(document, parts)
         self.store.upsert(chunk_vectors(document, parts, vectors=_encode(texts), texts=texts))
+        documents_lexical_write([(document, parts, texts)])  # as an indexing run writes both
         return document
 
     def delete(self, doc_key: str) -> None:
         ApiDocument.objects.filter(doc_key=doc_key).delete()
         self.store.delete_document(doc_key)
+        document_lexical_remove(doc_key=doc_key)
 
 
 # The embedder's vector of each text it was given in this process: the model is deterministic, so
@@ -138,12 +141,13 @@ def corpus(vector_store) -> Corpus:
 
 
 @pytest.fixture(scope="session")
-def _reused_collection():
-    """The name of one Milvus collection the lookup tests share (see ``reused_corpus``)."""
+def _reused_collection(tmp_path_factory):
+    """The name of one Milvus collection the lookup tests share, and the folder of their lexical
+    index (see ``reused_corpus``)."""
     from django.conf import settings as django_settings
 
     name = f"t_{uuid.uuid4().hex[:12]}"
-    yield name
+    yield name, str(tmp_path_factory.mktemp("reused-lexical"))
     store = VectorStore(uri=django_settings.MILVUS_URI, collection=name)
     try:
         store.drop()
@@ -158,10 +162,12 @@ def reused_corpus(settings, _reused_collection) -> Corpus:
     its two indexes), more than most lookup tests; deleted rows are gone from every search at
     once, so an emptied collection answers as a fresh one does. A test module opts in by
     defining its own ``corpus`` fixture returning this one (tests/retrieval/test_lookup.py)."""
+    from knowledge.lexical import get_lexical_engine, reset_lexical_engine
     from knowledge.vectorstore import get_vector_store, reset_vector_store
 
-    settings.MILVUS_COLLECTION = _reused_collection
+    settings.MILVUS_COLLECTION, settings.LEXICAL_INDEX_DIR = _reused_collection
     reset_vector_store()
+    reset_lexical_engine()
     store = get_vector_store()
     embedder = get_embedder()
     store.ensure_collection(dim=embedder.dim, model_name=embedder.model_name)
@@ -171,9 +177,17 @@ def reused_corpus(settings, _reused_collection) -> Corpus:
     try:
         store.delete_chunks(sorted(store.chunk_ids()))
         assert store.count() == 0, "the shared lookup collection was not emptied"
+        # The lexical engine is chosen by the store the process sees: this one again.
+        settings.MILVUS_URI = store.uri
+        reset_vector_store()
+        reset_lexical_engine()
+        lexical = get_lexical_engine()
+        lexical.documents_delete({entry.doc_key for entry in lexical.entries()})
+        assert lexical.count() == 0, "the shared lexical index was not emptied"
     finally:
         store.reset()
         reset_vector_store()
+        reset_lexical_engine()
 
 
 def seed_documents(corpus: Corpus) -> None:

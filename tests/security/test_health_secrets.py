@@ -50,10 +50,11 @@ def test_anonymous_callers_and_agents_learn_only_up_or_down(client, milvus_down_
     for response in (anonymous, agent, bearer):
         body = response.json()
         assert response.status_code == 503
-        assert body["down"] == ["vector_store"]
+        assert body["down"] == ["vector_store", "lexical_index"]
         assert body["checks"] == {
             "database": {"ok": True},
             "vector_store": {"ok": False},
+            "lexical_index": {"ok": False},
             "broker": {"ok": True},
         }
         assert "127.0.0.1" not in response.content.decode() and not _leaks(response.content.decode())
