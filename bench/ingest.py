@@ -83,6 +83,12 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--per-document", action="store_true", help="index each document in a run of its own (in-process)"
     )
+    parser.add_argument(
+        "--lexical-compare",
+        action="store_true",
+        help="then the in-process pipeline again without and with the lexical index, alternately "
+        "(each run on emptied stores): the cost of writing BM25 beside the vectors",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (its path is printed)")
     return parser.parse_args()
 
@@ -272,8 +278,8 @@ def run(args, settings, folder: Path, processes: list[subprocess.Popen]) -> None
         plain.drop()
         return embed_s, insert_s, raw, plain_s, cpu_s
 
-    # Warm what either side would otherwise pay once per process: the BM25 analyzer (jieba)
-    # loads on the first text inserted.
+    # Warm what either side would otherwise pay once per process: Milvus's BM25 analyzer (jieba),
+    # where the collection has one, loads on the first text inserted...
     warm = VectorStore(
         uri=settings.MILVUS_URI, collection="bench_warm", index_type=settings.MILVUS_INDEX_TYPE
     )
@@ -283,6 +289,11 @@ def run(args, settings, folder: Path, processes: list[subprocess.Popen]) -> None
         [ChunkVector("w#0", embedder.encode(["预热 warm up"])[0].tolist(), "w", "w", 0, text="预热 warm up")]
     )
     warm.drop()
+    # ... and the lexical index's analyser (jieba's dictionary), which the pipeline alone uses.
+    from knowledge.lexical import analyse, get_lexical_engine
+
+    analyse("预热 warm up")
+    get_lexical_engine()
 
     # The machine may be shared: raw runs before and after the pipeline, their mean is the baseline.
     before = raw_run("before")
@@ -414,12 +425,69 @@ def run(args, settings, folder: Path, processes: list[subprocess.Popen]) -> None
             f"              pipeline CPU time / raw CPU time = {pipeline_cpu_s / raw_cpu_s:.2f}  "
             f"({pipeline_cpu_s:.2f} s against {raw_cpu_s:.2f} s)"
         )
+    if args.lexical_compare:
+        _lexical_compare(documents, store, embedder)
     print(f"\n  pipeline stages ({mode}), seconds in total:")
     for key, value in stages.items():
         print(f"    {key[:-2]:10}{value:8.2f}  ({value / pipeline_s:.0%})")
     if not args.worker:
         other = pipeline_s - sum(stages.values())
         print(f"    {'other':10}{other:8.2f}  ({other / pipeline_s:.0%})  (locks, status updates, hooks)")
+
+
+class _NoLexicalIndex:
+    """A lexical engine that keeps nothing: the pipeline as it ran before the lexical index."""
+
+    name = "none"
+    separate = False
+
+    def documents_replace(self, chunks_by_doc) -> None:
+        return
+
+    def documents_delete(self, doc_keys) -> None:
+        return
+
+
+def _lexical_compare(documents, store, embedder) -> None:
+    """The in-process batch pipeline on emptied stores, without the lexical index and with it,
+    in the order without, with, with, without (a shared machine drifts: the means compare)."""
+    from knowledge.lexical import choice, get_lexical_engine
+    from knowledge.models import ApiDocument
+    from knowledge.services.documents import document_ingest
+    from knowledge.services.index_queue import IndexQueue, index_batches
+    from knowledge.services.indexing import documents_index
+
+    lexical = get_lexical_engine()
+
+    def one_run(engine) -> float:
+        doc_keys = list(ApiDocument.objects.values_list("doc_key", flat=True))
+        lexical.documents_delete(doc_keys)
+        ApiDocument.objects.all().delete()
+        store.drop()
+        store.ensure_collection(dim=embedder.dim, model_name=embedder.model_name)
+        saved, choice._engine = choice._engine, engine
+        try:
+            started = time.perf_counter()
+            queue = IndexQueue()
+            for name, data in documents:
+                document_ingest(data=data, name=name, index_queue=queue)
+            queue.domains_refresh()
+            for batch in index_batches((i, False) for i in queue.document_ids):
+                documents_index(entries=batch, final_attempt=True)
+            return time.perf_counter() - started
+        finally:
+            choice._engine = saved
+
+    runs: dict[str, list[float]] = {"without": [], "with": []}
+    for label in ("without", "with", "with", "without"):
+        runs[label].append(one_run(_NoLexicalIndex() if label == "without" else lexical))
+    without, with_ = (sum(runs[k]) / len(runs[k]) for k in ("without", "with"))
+    print(
+        f"\n  lexical index ({lexical.name}): pipeline {with_:.2f} s with it, {without:.2f} s without "
+        f"(runs: with {', '.join(f'{s:.2f}' for s in runs['with'])}; "
+        f"without {', '.join(f'{s:.2f}' for s in runs['without'])})"
+    )
+    print(f"              throughput with / without = {without / with_:.2f}  (target >= 0.95)")
 
 
 if __name__ == "__main__":
