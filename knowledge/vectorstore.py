@@ -239,7 +239,9 @@ class VectorStore:
     def bm25_in_collection(self) -> bool:
         """Whether this store's collection carries Milvus's BM25 field: when Milvus's own BM25 is
         the lexical engine (``lexical_engine_name``)."""
-        return lexical_engine_name(str(settings.LEXICAL_ENGINE).strip().lower(), self) == "milvus"
+        setting = str(settings.LEXICAL_ENGINE).strip().lower()
+        # Never a field the server cannot load (forcing milvus there is refused at start).
+        return self.supports_bm25() and lexical_engine_name(setting, self) == "milvus"
 
     # --- collection ------------------------------------------------------------------------
     def exists(self) -> bool:

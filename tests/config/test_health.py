@@ -2,6 +2,7 @@
 
 import pytest
 
+from knowledge.lexical import get_lexical_engine
 from knowledge.vectorstore import reset_vector_store
 from retrieval.agents.tokens import tool_token_issue
 from tests.conftest import free_port
@@ -15,8 +16,10 @@ def test_healthz_reports_every_part_up_with_details_for_staff(admin_client, vect
     assert body["status"] == "ok" and body["down"] == []
     assert set(body["checks"]) == {"database", "vector_store", "lexical_index", "broker"}
     assert all(check["ok"] and check["detail"] for check in body["checks"].values())
-    # The lexical engine in force is named, and why (milvus-lite: tantivy beside it).
-    assert body["checks"]["lexical_index"]["detail"].startswith("tantivy (auto: ")
+    # The lexical engine in force is named, and why (milvus-lite: tantivy beside it, unless
+    # LEXICAL_ENGINE says otherwise).
+    engine = get_lexical_engine()
+    assert body["checks"]["lexical_index"]["detail"].startswith(f"{engine.name} (")
 
 
 @pytest.mark.django_db

@@ -10,6 +10,7 @@ import pytest
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
+from knowledge.lexical import get_lexical_engine
 from knowledge.models import DocumentChunk, KnowledgeDomain
 from observability.models import ToolInvocation
 from retrieval.agents.tokens import tool_token_issue
@@ -68,9 +69,11 @@ def test_hit_test_shows_matches_level_and_hint_without_side_effects(admin_client
     html = response.content.decode()
     assert response.context["result"]["body"]["relevanceLevel"] == "PRECISE"
     assert "知识库中不存在比上述结果更精准的文档" in html  # the hint the agent would get
-    # The search in force is named: hybrid L1 with BM25 in the tantivy index beside milvus-lite.
-    assert response.context["details"]["lexical_engine"] == "tantivy"
-    assert "hybrid:rrf · BM25 位于 tantivy" in html or "hybrid:rrf · BM25 in tantivy" in html
+    # The search in force is named: hybrid L1 and where BM25 ran (tantivy beside milvus-lite by
+    # default; Milvus's own with LEXICAL_ENGINE=milvus).
+    engine = get_lexical_engine().name
+    assert response.context["details"]["lexical_engine"] == engine
+    assert f"hybrid:rrf · BM25 位于 {engine}" in html or f"hybrid:rrf · BM25 in {engine}" in html
     assert [key for key, _ in response.context["l0"]] == ["api/error-codes.md"]
     candidates = response.context["candidates"]
     assert candidates and all({"score", "similarity", "doc_key"} <= set(c) for c in candidates)
