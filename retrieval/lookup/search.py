@@ -14,6 +14,7 @@ search that reads it, the chunk's text.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
@@ -25,7 +26,7 @@ from knowledge.vectorstore import VectorHit, VectorStore
 from retrieval.lookup.fusion import Ranked, rankings_fuse
 
 logger = logging.getLogger(__name__)
-# Fetches the stored vectors of BM25's hits while the dense search runs (FusedSearch.search).
+# Runs BM25 and fetches its hits' stored vectors while the query is embedded (FusedSearch.search).
 _background = ThreadPoolExecutor(max_workers=4, thread_name_prefix="agentkb-l1")
 
 ChunkHit = VectorHit
@@ -35,8 +36,9 @@ ChunkHit = VectorHit
 class SearchQuery:
     #: the query as the agent wrote it (cleaned)
     text: str
-    #: its unit vector from the embedding model in force
-    vector: list[float]
+    #: its unit vector from the embedding model in force, computed when a search first asks (so
+    #: a search can do what needs no vector meanwhile)
+    embed: Callable[[], list[float]]
     #: the query's key terms as the one analyser cuts them (``knowledge.lexical.query_tokens``);
     #: empty: nothing for a lexical search to look for
     lexical_tokens: tuple[str, ...] = ()
@@ -61,7 +63,7 @@ class DenseSearch:
     def search(
         self, query: SearchQuery, *, top_k: int, domains: str | frozenset[str] | None
     ) -> tuple[ChunkHit, ...]:
-        return tuple(self.store.search(query.vector, top_k=top_k, domain=domains))
+        return tuple(self.store.search(query.embed(), top_k=top_k, domain=domains))
 
 
 @dataclass(frozen=True)
@@ -86,14 +88,13 @@ class FusedSearch:
         self, query: SearchQuery, *, top_k: int, domains: str | frozenset[str] | None
     ) -> tuple[ChunkHit, ...]:
         if not query.lexical_tokens:
-            return tuple(self.store.search(query.vector, top_k=top_k, domain=domains, with_text=True))
-        # BM25 first (about a millisecond), then the stored vectors of its hits fetched while
-        # Milvus runs the dense search, which costs the most: a chunk only BM25 finds then costs
-        # no round trip of its own after the search.
-        lexical = self.lexical.search(query.lexical_tokens, top_k=top_k, domain=domains)
-        vectors = _background.submit(self.store.vectors, [h.chunk_id for h in lexical]) if lexical else None
-        dense = self.store.search(query.vector, top_k=top_k, domain=domains, with_text=True)
-        stored = vectors.result() if vectors is not None else {}
+            return tuple(self.store.search(query.embed(), top_k=top_k, domain=domains, with_text=True))
+        # BM25, and the stored vectors of its hits, while the query is embedded: neither needs the
+        # vector, so a chunk only BM25 finds costs no round trip after the dense search.
+        lexical_job = _background.submit(self._lexical_with_vectors, query.lexical_tokens, top_k, domains)
+        vector = query.embed()
+        dense = self.store.search(vector, top_k=top_k, domain=domains, with_text=True)
+        lexical, stored = lexical_job.result()
         order = rankings_fuse(
             [Ranked(h.chunk_id, h.l2_distance) for h in dense],
             [Ranked(h.chunk_id, h.score) for h in lexical],
@@ -102,7 +103,13 @@ class FusedSearch:
             rrf_k=self.rrf_k,
             dense_weight=self.dense_weight,
         )
-        return self._hits(order, dense, lexical, stored, query.vector)
+        return self._hits(order, dense, lexical, stored, vector)
+
+    def _lexical_with_vectors(
+        self, tokens: tuple[str, ...], top_k: int, domains: str | frozenset[str] | None
+    ) -> tuple[list[LexicalHit], dict[str, list[float]]]:
+        lexical = self.lexical.search(tokens, top_k=top_k, domain=domains)
+        return lexical, (self.store.vectors([h.chunk_id for h in lexical]) if lexical else {})
 
     @staticmethod
     def _hits(

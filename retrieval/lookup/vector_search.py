@@ -158,22 +158,33 @@ def l1_search(
     cached = _hits.get(cache_key)
     if cached is not None:
         return L1Result(cached, embedder.model_name, 0.0, 0.0, True, True, mode, engine)
-    vector, model_name, vector_cached, embed_ms = query_vector(query)
+    embedded: dict = {}
+
+    def embed() -> list[float]:
+        """The query's vector, embedded once, on the search's first ask (timed apart)."""
+        if "vector" not in embedded:
+            vector, model_name, cached, ms = query_vector(query)
+            embedded.update(vector=vector.tolist(), model=model_name, cached=cached, ms=ms)
+        return embedded["vector"]
+
     started = time.perf_counter()
     # The query's key terms (question words out), cut by the analyser the index was cut with.
     tokens = query_tokens(bm25_query_text(query)) if mode != "dense" else ()
     search = chunk_search_for(store, mode)
     try:
-        hits = search.search(SearchQuery(query, vector.tolist(), tokens), top_k=top_k, domains=domain)
+        hits = search.search(SearchQuery(query, embed, tokens), top_k=top_k, domains=domain)
     except VectorStoreError:
         # No collection yet means nothing was ever indexed: an empty result, not an outage.
         if not store.exists():
             hits = ()
         else:
             raise
-    search_ms = (time.perf_counter() - started) * 1000
+    embed()  # every L1 reports its model, whatever the search asked
+    search_ms = (time.perf_counter() - started) * 1000 - embedded["ms"]
     _hits.put(cache_key, hits, capacity=settings.RETRIEVAL_QUERY_CACHE_SIZE)
-    return L1Result(hits, model_name, embed_ms, search_ms, vector_cached, False, mode, engine)
+    return L1Result(
+        hits, embedded["model"], embedded["ms"], search_ms, embedded["cached"], False, mode, engine
+    )
 
 
 def l1_caches_clear() -> None:

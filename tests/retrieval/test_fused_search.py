@@ -71,7 +71,7 @@ def _fused(store, engine, ranker="rrf"):
 def test_a_chunk_only_bm25_found_carries_its_true_l2_distance_and_its_text(vector_store):
     engine = _corpus(vector_store)
     vector = _unit([1, 0, 0, 0])
-    query = SearchQuery("连接池 maximumPoolSize", vector, query_tokens("连接池 maximumPoolSize"))
+    query = SearchQuery("连接池 maximumPoolSize", lambda: vector, query_tokens("连接池 maximumPoolSize"))
     dense_only = {h.doc_key for h in vector_store.search(vector, top_k=1)}
     hits = _fused(vector_store, engine).search(query, top_k=1 + 1, domains=None)
     # top_k 2: near.md (dense) and words.md (BM25) both; words.md is far from the vector
@@ -86,7 +86,7 @@ def test_a_chunk_only_bm25_found_carries_its_true_l2_distance_and_its_text(vecto
 @pytest.mark.parametrize("ranker", ["rrf", "weighted"])
 def test_a_domain_filter_holds_on_the_lexical_side_too(vector_store, ranker):
     engine = _corpus(vector_store)
-    query = SearchQuery("连接池 退款", _unit([1, 0, 0, 0]), query_tokens("连接池 退款"))
+    query = SearchQuery("连接池 退款", lambda: _unit([1, 0, 0, 0]), query_tokens("连接池 退款"))
     hits = _fused(vector_store, engine, ranker).search(query, top_k=5, domains=frozenset({"payments"}))
     assert [h.doc_key for h in hits] == ["other.md"]
     assert _fused(vector_store, engine, ranker).search(query, top_k=5, domains=frozenset()) == ()
@@ -95,7 +95,7 @@ def test_a_domain_filter_holds_on_the_lexical_side_too(vector_store, ranker):
 def test_a_query_with_no_word_for_bm25_is_searched_dense_alone(vector_store):
     engine = _corpus(vector_store)
     vector = _unit([0, 0, 0, 1])
-    hits = _fused(vector_store, engine).search(SearchQuery("什么", vector, ()), top_k=2, domains=None)
+    hits = _fused(vector_store, engine).search(SearchQuery("什么", lambda: vector, ()), top_k=2, domains=None)
     assert [h.doc_key for h in hits] == [h.doc_key for h in vector_store.search(vector, top_k=2)]
 
 
@@ -112,7 +112,7 @@ def test_fused_here_on_milvus_s_bm25_it_ranks_as_milvus_s_own_hybrid_search(vect
     for words, vector in [("连接池 maximumPoolSize", [1, 0, 0, 0]), ("退款 连接池 日志", [0, 0.2, 0, 1])]:
         vector = _unit(vector)
         ours = _fused(vector_store, engine, ranker).search(
-            SearchQuery(words, vector, query_tokens(words)), top_k=4, domains=None
+            SearchQuery(words, lambda vector=vector: vector, query_tokens(words)), top_k=4, domains=None
         )
         milvus = vector_store.hybrid_search(vector, " ".join(query_tokens(words)), top_k=4, ranker=ranker)
         assert [h.chunk_id for h in ours] == [h.chunk_id for h in milvus]
