@@ -35,6 +35,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
+from concurrent.futures import Future
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 
@@ -63,7 +64,7 @@ from knowledge.services.index_status import (
     document_status_set,
     unexpected_reason,
 )
-from knowledge.services.lexical import documents_lexical_write
+from knowledge.services.lexical import documents_lexical_prepare, documents_lexical_write
 from knowledge.services.locks import LockTimeout, document_lock
 from knowledge.services.vectors import (
     document_vectors_prune,
@@ -164,8 +165,12 @@ def documents_index(*, entries: list[tuple[int, bool]], final_attempt: bool) -> 
                 _lock_busy(run, exc, alone=alone, final_attempt=final_attempt)
                 continue
             _isolated(run, alone, lambda r=run: _prepare(r, sandbox, timings))
-        _embed([r for r in runs if r.result is None], alone, timings)
-        _upsert([r for r in runs if r.result is None], alone, final_attempt, timings)
+        ready = [r for r in runs if r.result is None]
+        # The chunk texts analysed for the lexical index while the embedder runs (most of a
+        # lexical write's cost); written with the vectors, for the runs that got them.
+        analysed = documents_lexical_prepare([(r.document, r.chunks, r.texts) for r in ready])
+        _embed(ready, alone, timings)
+        _upsert([r for r in runs if r.result is None], alone, final_attempt, timings, analysed)
         swapped = [r for r in runs if r.result is None]
         # One commit for the run; each document's swap is a savepoint of it, so one that fails
         # rolls back alone (and is recorded FAILED) while the others' swaps commit together.
@@ -298,7 +303,13 @@ def _embedding_failed(run: _Run, exc: Exception, *, alone: bool) -> None:
         raise exc
 
 
-def _upsert(runs: list[_Run], alone: bool, final_attempt: bool, timings: dict[str, float]) -> None:
+def _upsert(
+    runs: list[_Run],
+    alone: bool,
+    final_attempt: bool,
+    timings: dict[str, float],
+    analysed: Future | None = None,
+) -> None:
     if not runs:
         return
     started = time.perf_counter()
@@ -314,7 +325,7 @@ def _upsert(runs: list[_Run], alone: bool, final_attempt: bool, timings: dict[st
             ]
         )
         # The same texts, analysed, in one lexical commit: a LexicalIndexError is a VectorStoreError.
-        documents_lexical_write([(r.document, r.chunks, r.texts) for r in runs])
+        documents_lexical_write([(r.document, r.chunks, r.texts) for r in runs], prepared=analysed)
     except (EmbeddingError, VectorStoreMismatch) as exc:
         for run in runs:
             run.fail(str(exc))

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from knowledge.chunking import Chunk
@@ -31,6 +32,7 @@ from knowledge.lexical import LexicalChunk, LexicalEntry, analyse, get_lexical_e
 from knowledge.models import ApiDocument, DocumentChunk, chunk_id_for
 from knowledge.services.chunk_preparation import chunk_embedding_text
 from knowledge.services.locks import LockTimeout, document_lock
+from knowledge.vectorstore import VectorStoreError
 
 logger = logging.getLogger(__name__)
 
@@ -53,22 +55,64 @@ def lexical_chunk(*, doc_key: str, domain: str, chunk_index: int, text: str) -> 
     )
 
 
-def documents_lexical_write(documents: Sequence[tuple[ApiDocument, list[Chunk], list[str]]]) -> None:
-    """Replace each document's lexical entries with its new chunks, all in one commit.
+def documents_lexical_prepare(
+    documents: Sequence[tuple[ApiDocument, list[Chunk], list[str]]],
+) -> Future[dict[str, list[LexicalChunk]]] | None:
+    """Start analysing the documents' chunk texts in the background (jieba is most of a lexical
+    write's cost), so an indexing run does it while its embedder runs; None when the engine keeps
+    no index of its own. ``documents_lexical_write`` takes the result."""
+    if not documents:
+        return None
+    try:
+        separate = get_lexical_engine().separate
+    except VectorStoreError:
+        return None  # the store does not answer: the write after the embedding says so, where it is handled
+    return _analysis().submit(_chunks_by_doc, list(documents)) if separate else None
 
-    ``documents``: (document, its chunks, the texts its vectors embed), as an indexing run holds
-    them. Raises LexicalIndexError (a VectorStoreError) when the index refuses the write."""
-    engine = get_lexical_engine()
-    if not engine.separate or not documents:
-        return
-    chunks_by_doc = {
+
+def _chunks_by_doc(
+    documents: Sequence[tuple[ApiDocument, list[Chunk], list[str]]],
+) -> dict[str, list[LexicalChunk]]:
+    return {
         document.doc_key: [
             lexical_chunk(doc_key=document.doc_key, domain=document.domain, chunk_index=c.index, text=text)
             for c, text in zip(chunks, texts, strict=True)
         ]
         for document, chunks, texts in documents
     }
-    engine.documents_replace(chunks_by_doc)
+
+
+def documents_lexical_write(
+    documents: Sequence[tuple[ApiDocument, list[Chunk], list[str]]],
+    *,
+    prepared: Future[dict[str, list[LexicalChunk]]] | None = None,
+) -> None:
+    """Replace each document's lexical entries with its new chunks, all in one commit.
+
+    ``documents``: (document, its chunks, the texts its vectors embed), as an indexing run holds
+    them; ``prepared``: their analysis started by ``documents_lexical_prepare`` (documents it
+    covers are not analysed again). Raises LexicalIndexError (a VectorStoreError) when the index
+    refuses the write."""
+    engine = get_lexical_engine()
+    if not engine.separate or not documents:
+        return
+    analysed = prepared.result() if prepared is not None else {}
+    missing = [d for d in documents if d[0].doc_key not in analysed]
+    chunks_by_doc = {**analysed, **_chunks_by_doc(missing)}
+    engine.documents_replace(
+        {document.doc_key: chunks_by_doc[document.doc_key] for document, _, _ in documents}
+    )
+
+
+_executor: ThreadPoolExecutor | None = None
+
+
+def _analysis() -> ThreadPoolExecutor:
+    """One analysing thread per process, made on first use (a forked worker child makes its own)."""
+    global _executor
+    if _executor is None:
+        _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentkb-lexical")
+    return _executor
 
 
 def _stored_chunks(

@@ -189,9 +189,9 @@ def test_two_indexing_runs_at_once_both_land_in_the_lexical_index(vector_store, 
     both_ready = threading.Barrier(2, timeout=60)
     real_write = indexing.documents_lexical_write
 
-    def write_together(documents):
+    def write_together(documents, **kwargs):
         both_ready.wait()
-        real_write(documents)
+        real_write(documents, **kwargs)
 
     monkeypatch.setattr(indexing, "documents_lexical_write", write_together)
     failures: list[BaseException] = []
@@ -225,12 +225,20 @@ def uploaded_committed(name: str, sections: int, **kwargs) -> ApiDocument:
     """Stored and PENDING, with no indexing run queued (a transactional test)."""
     from knowledge.tasks import indexing as tasks
 
-    real = tasks.index_document.delay, tasks.index_documents.delay
-    tasks.index_document.delay = tasks.index_documents.delay = lambda *a, **k: None
+    # Queued by name (config.queueing): the registered task objects, by whichever call they are sent.
+    sent = [
+        (task, call)
+        for task in (tasks.index_document, tasks.index_documents)
+        for call in ("delay", "apply_async")
+    ]
+    real = [getattr(task, call) for task, call in sent]
+    for task, call in sent:
+        setattr(task, call, lambda *a, **k: None)
     try:
         document_ingest(data=markdown(name, sections, **kwargs), name=name)
     finally:
-        tasks.index_document.delay, tasks.index_documents.delay = real
+        for (task, call), original in zip(sent, real, strict=True):
+            setattr(task, call, original)
     document = ApiDocument.objects.get(doc_key=name)
     assert document.status == ApiDocument.Status.PENDING and not lexical_ids(name)
     return document
