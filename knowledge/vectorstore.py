@@ -258,9 +258,13 @@ class VectorStore:
         return props.get(_PROP_MODEL), dim
 
     def lexical_fields_missing(self) -> list[str]:
-        """The text / BM25 fields an existing collection lacks (built before hybrid search)."""
+        """The fields hybrid search needs that an existing collection lacks (built before hybrid
+        search): the text always; the BM25 field and function when Milvus's BM25 is the lexical
+        engine (``bm25_in_collection``)."""
         info = self._call("describe_collection", self.collection)
         names = {field["name"] for field in info.get("fields", [])}
+        if not self.bm25_in_collection():
+            return [TEXT_FIELD] if TEXT_FIELD not in names else []
         functions = {f.get("name") for f in info.get("functions", []) or []}
         missing = [name for name in (TEXT_FIELD, SPARSE_FIELD) if name not in names]
         if not missing and not functions:
@@ -277,7 +281,7 @@ class VectorStore:
                     f"'{existing_model}', but the configured embedding is {dim}-d '{model_name}'. "
                     "Run `python manage.py reindex --recreate` to rebuild it with the new model."
                 )
-            if self.bm25_in_collection() and (missing := self.lexical_fields_missing()):
+            if missing := self.lexical_fields_missing():
                 raise VectorStoreMismatch(lexical_fields_message(self.collection, missing))
             self._ensure_loaded()
             return

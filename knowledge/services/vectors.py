@@ -111,5 +111,5 @@ def embedding_collection_check() -> None:
             "Run `python manage.py reindex --recreate` to rebuild it with the new model, or set "
             "EMBEDDING_BACKEND/EMBEDDING_MODEL back."
         )
-    if store.supports_bm25() and (missing := store.lexical_fields_missing()):
+    if missing := store.lexical_fields_missing():
         raise VectorStoreMismatch(lexical_fields_message(store.collection, missing))

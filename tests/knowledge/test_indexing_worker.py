@@ -99,9 +99,7 @@ def test_the_start_up_check_refuses_a_collection_built_before_hybrid_search(vect
     vector_store.client().alter_collection_properties(
         vector_store.collection, properties={"agentkb.embedding_model": "use-multilingual-v3"}
     )
-    with pytest.raises(
-        EmbeddingMismatchRefused, match=r"before hybrid search .*text, sparse.*reindex --recreate"
-    ):
+    with pytest.raises(EmbeddingMismatchRefused, match=r"before hybrid search .*text.*reindex --recreate"):
         _refuse_mismatched_collection()
 
 
