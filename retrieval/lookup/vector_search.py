@@ -8,7 +8,8 @@ Milvus >= 2.5 server: ``knowledge.lexical``), fused here by ``RETRIEVAL_HYBRID_R
 distance (what FS-1 normalises) and its text (for lexical evidence).
 ``dense``: the vector alone, nearest first, as before hybrid search.
 
-Two small per-process LRU caches, because agents repeat themselves:
+Two small per-process caches, because agents repeat themselves (segmented LRUs: a flood of one-off
+queries from one agent cannot evict what the others ask again, ``retrieval.lookup.caches``):
 - query vectors, keyed by (embedding model, query text): a repeated query is not embedded again;
 - search hits, keyed by (Milvus URI and collection, model, L1 mode, lexical engine and fusion, query, top_k,
   domain, corpus signature): a
@@ -25,12 +26,9 @@ milvus-lite server). The slow first minute after a flush is what looked like a t
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from django.conf import settings
@@ -38,41 +36,9 @@ from django.conf import settings
 from knowledge.embeddings import get_embedder
 from knowledge.lexical import get_lexical_engine, query_tokens
 from knowledge.vectorstore import VectorStore, VectorStoreError, get_vector_store
+from retrieval.lookup.caches import LRUCache
 from retrieval.lookup.query_terms import bm25_query_text
 from retrieval.lookup.search import ChunkHit, ChunkSearch, DenseSearch, FusedSearch, SearchQuery
-
-
-class LRUCache:
-    """A small thread-safe LRU map."""
-
-    def __init__(self) -> None:
-        self._data: OrderedDict = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: Hashable) -> Any:
-        with self._lock:
-            try:
-                self._data.move_to_end(key)
-                return self._data[key]
-            except KeyError:
-                return None
-
-    def put(self, key: Hashable, value: Any, *, capacity: int) -> None:
-        if capacity <= 0:
-            return
-        with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > capacity:
-                self._data.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
-
-    def __len__(self) -> int:
-        return len(self._data)
-
 
 _vectors = LRUCache()
 _hits = LRUCache()

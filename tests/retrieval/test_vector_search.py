@@ -3,7 +3,7 @@
 import pytest
 
 from knowledge.embeddings import get_embedder
-from retrieval.lookup.vector_search import LRUCache
+from retrieval.lookup.caches import LRUCache
 from retrieval.services import lookup_knowledge
 
 pytestmark = pytest.mark.django_db
@@ -60,3 +60,26 @@ def test_the_lru_cache_evicts_the_least_recently_used():
     assert cache.get("a") == 1  # a is now the most recent
     cache.put("c", 3, capacity=2)
     assert cache.get("b") is None and cache.get("a") == 1 and cache.get("c") == 3
+
+
+def test_a_flood_of_one_off_queries_cannot_evict_what_agents_ask_again():
+    cache = LRUCache()
+    for key in ("asked-twice-a", "asked-twice-b"):
+        cache.put(key, key, capacity=100)
+        assert cache.get(key) == key  # asked again: protected
+    # One agent floods the cache with 10,000 questions it asks once each.
+    for n in range(10_000):
+        cache.put(f"flood-{n}", n, capacity=100)
+    assert len(cache) == 100
+    assert cache.get("asked-twice-a") == "asked-twice-a" and cache.get("asked-twice-b") == "asked-twice-b"
+    assert cache.get("flood-0") is None and cache.get("flood-9999") == 9999
+
+
+def test_the_protected_share_is_bounded_and_its_oldest_go_back_on_probation():
+    cache = LRUCache()
+    for n in range(10):
+        cache.put(n, n, capacity=10)
+        cache.get(n)
+    assert len(cache._protected) == 8 and list(cache._probation) == [0, 1]
+    cache.put("new", 1, capacity=10)  # evicts the probation's oldest, not a protected key
+    assert cache.get(0) is None and cache.get(9) == 9 and cache.get("new") == 1
