@@ -14,6 +14,8 @@ from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.authtoken.models import Token
 
+from retrieval.agents.throttling import failed_auth_spend, request_address
+
 
 @transaction.atomic
 def tool_token_issue(*, name: str, rotate: bool = False) -> Token:
@@ -60,7 +62,18 @@ def token_user(key: str):
 
 
 class AgentTokenAuthentication(TokenAuthentication):
-    """DRF's ``Authorization: Token <key>``, the key looked up by ``token_lookup``."""
+    """DRF's ``Authorization: Token <key>``, the key looked up by ``token_lookup``. A key that
+    fails spends one of the client address's failed keys (``failed_auth_spend``): past
+    API_THROTTLE_FAILED_AUTH the answer is 429 (``Retry-After``) instead of 401."""
+
+    def authenticate(self, request):
+        try:
+            return super().authenticate(request)
+        except exceptions.AuthenticationFailed:
+            wait = failed_auth_spend(request_address(request))
+            if wait is not None:
+                raise exceptions.Throttled(wait) from None
+            raise
 
     def authenticate_credentials(self, key):
         token = token_lookup(key)

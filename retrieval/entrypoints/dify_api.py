@@ -3,7 +3,8 @@
 Dify's contract, not the project's: ``Authorization: Bearer <tool token>`` and errors as
 ``{"error_code", "error_msg"}``: 1001 malformed Authorization header (403), 1002 failed key (403),
 2001 unknown knowledge_id (404). Codes Dify does not define are agentkb's own: 3001 invalid
-body (400), 3002 throttled (429, with ``Retry-After``), 3003 body too large (413), 5001 vector
+body (400), 3002 throttled (429, with ``Retry-After``: the agent's budget, or its address past
+API_THROTTLE_FAILED_AUTH failed keys), 3003 body too large (413), 5001 vector
 search unavailable (503).
 
 The token's agent is the caller: its throttle budget is the one every agent-facing endpoint
@@ -25,7 +26,7 @@ from rest_framework.views import APIView
 
 from config.exception_handlers import _first_message
 from retrieval.agents.identity import agent_for_user
-from retrieval.agents.throttling import AgentThrottle
+from retrieval.agents.throttling import AgentThrottle, failed_auth_spend, request_address
 from retrieval.agents.tokens import token_user
 from retrieval.entrypoints.dify import (
     DifyInputError,
@@ -55,6 +56,10 @@ class DifyBearerAuthentication(BaseAuthentication):
             )
         user = token_user(key)
         if user is None:
+            # A failed key spends its address's failed keys: past them, 3002 (429) instead.
+            wait = failed_auth_spend(request_address(request))
+            if wait is not None:
+                raise exceptions.Throttled(wait)
             raise DifyError(403, 1002, "Authorization failed")
         return user, None
 

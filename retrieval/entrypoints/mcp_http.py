@@ -1,18 +1,22 @@
 """The guard in front of MCP's streamable HTTP transport (``/mcp``): who may talk, from where,
-how often, and with how many open sessions.
+how often, how much, and with how many open sessions.
 
 In order, for every request:
 1. ``Host`` must be one of Django's ALLOWED_HOSTS (400 ``bad_host``);
 2. an ``Origin`` header, when sent (browsers always send it), must be an allowed host or one of
    CSRF_TRUSTED_ORIGINS (403 ``bad_origin``): the MCP specification requires servers to check it,
    against DNS-rebinding pages driving a local server;
-3. the tool token (``Authorization: Token <key>``, or ``Bearer``), as the REST API checks it
-   (401);
-4. a request without ``Mcp-Session-Id`` opens a session: refused with 429 ``too_many_sessions``
+3. the tool token (``Authorization: Token <key>``, or ``Bearer``), looked up as the REST API
+   looks it up (401); a key that fails spends one of the client address's failed keys
+   (API_THROTTLE_FAILED_AUTH), past which the answer is 429 ``throttled``;
+4. every request, whatever its JSON-RPC method (``initialize``, ``tools/list``, ``tools/call``,
+   ``prompts/get``, notifications, the GET stream, DELETE), spends one call of the agent's budget,
+   the one REST spends (``retrieval.agents.throttling``): 429 ``throttled`` with ``Retry-After``;
+5. a POST body is read whole before the MCP library sees it: over DATA_UPLOAD_MAX_MEMORY_SIZE
+   413 ``request_too_large``;
+6. a request without ``Mcp-Session-Id`` opens a session: refused with 429 ``too_many_sessions``
    when the agent already holds MCP_MAX_SESSIONS_PER_AGENT open ones, so one agent cannot fill
-   the SDK's global session table and lock everyone out;
-5. every ``tools/call`` and ``prompts/get`` in the body spends one call of the agent's throttle
-   budget, the one REST spends (``retrieval.agents.throttling``): 429 ``throttled`` with ``Retry-After``.
+   the SDK's global session table and lock everyone out.
 
 The session is bound to the token that opened it: the SDK compares the principal set here in
 ``scope["user"]`` with the session's opener and answers a request from any other token exactly
@@ -24,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 from urllib.parse import urlsplit
 
 from asgiref.sync import sync_to_async
@@ -34,12 +39,10 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 
 from retrieval.agents.identity import Agent, agent_for_user
-from retrieval.agents.throttling import agent_budget_spend
+from retrieval.agents.throttling import agent_budget_spend, failed_auth_spend
 from retrieval.agents.tokens import token_user
 
 AGENT_SCOPE_KEY = "agentkb.agent"  # the calling Agent, set in the ASGI scope for the tools
-# JSON-RPC methods that do work for the agent and so spend its budget.
-BUDGETED_METHODS = frozenset({"tools/call", "prompts/get"})
 # Retry-After of a refused session: idle sessions close by themselves (the SDK's idle timeout).
 SESSION_RETRY_AFTER_S = 60
 
@@ -86,17 +89,6 @@ def origin_allowed(origin: str) -> bool:
     return bool(host) and validate_host(host, settings.ALLOWED_HOSTS)
 
 
-def _budgeted_calls(body: bytes) -> int:
-    """How many budgeted JSON-RPC requests a POST body holds (a batch may hold several).
-    A body that is not JSON holds none: the SDK answers it with its parse error."""
-    try:
-        message = json.loads(body)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return 0
-    messages = message if isinstance(message, list) else [message]
-    return sum(1 for m in messages if isinstance(m, dict) and m.get("method") in BUDGETED_METHODS)
-
-
 def open_sessions_of(manager, agent: Agent) -> int:
     """Open MCP sessions of ``agent``, from the SDK session manager's table of session owners
     (mcp >= 1.30 keeps one per session; a closed or idle-expired session leaves it at once)."""
@@ -120,7 +112,7 @@ class McpTokenAuth:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         host, _ = split_domain_port(headers.get("host", ""))
         if not host or not validate_host(host, settings.ALLOWED_HOSTS):
-            await _refuse(send, 400, "bad_host", f"host {headers.get('host', '')!r} is not allowed")
+            await _refuse(send, 400, "bad_host", f"host {headers.get('host', '')[:200]!r} is not allowed")
             return
         origin = headers.get("origin")
         if origin is not None and not origin_allowed(origin):
@@ -138,7 +130,18 @@ class McpTokenAuth:
             return
         agent = await sync_to_async(db_call)(_token_agent, key=key)
         if agent is None:
+            client = scope.get("client")
+            wait = await sync_to_async(failed_auth_spend)(client[0] if client else None)
+            if wait is not None:
+                await _refuse_throttled(send, wait)
+                return
             await _refuse(send, 401, "authentication_failed", "Invalid token.")
+            return
+        # Every request spends one call, whatever its method (initialize, tools/list, a stream,
+        # a DELETE): the agent's own budget, the one REST spends.
+        wait = await sync_to_async(agent_budget_spend)(agent.budget_id)
+        if wait is not None:
+            await _refuse_throttled(send, wait)
             return
 
         if scope.get("method") == "POST":
@@ -152,18 +155,6 @@ class McpTokenAuth:
                     f"The request body is larger than {limit:,} bytes (DATA_UPLOAD_MAX_MEMORY_SIZE).",
                 )
                 return
-            for _ in range(_budgeted_calls(body)):
-                wait = await sync_to_async(agent_budget_spend)(agent.budget_id)
-                if wait is not None:
-                    await _refuse(
-                        send,
-                        429,
-                        "throttled",
-                        f"Request was throttled. Expected available in {int(wait)} seconds.",
-                        retry_after=int(wait),
-                        details={"retry_after_seconds": int(wait)},
-                    )
-                    return
             receive = _replay(body, receive)
 
         scope = {**scope, AGENT_SCOPE_KEY: agent, "user": _principal(agent, key)}
@@ -239,6 +230,17 @@ def _json_error(
     if retry_after is not None:
         start["headers"].append((b"retry-after", str(max(1, retry_after)).encode()))
     return start, body
+
+
+async def _refuse_throttled(send, wait: float) -> None:
+    await _refuse(
+        send,
+        429,
+        "throttled",
+        f"Request was throttled. Expected available in {math.ceil(wait)} seconds.",
+        retry_after=math.ceil(wait),
+        details={"retry_after_seconds": math.ceil(wait)},
+    )
 
 
 async def _refuse(send, status: int, code: str, message: str, **extra) -> None:
