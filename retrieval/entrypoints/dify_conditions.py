@@ -75,6 +75,20 @@ class ConditionError(ValidationError):
     """A metadata_condition Dify's contract does not allow; the message names the field."""
 
 
+# Characters of a client's value an error message quotes back (2001's knowledge_id, a condition's
+# value): the whole of it is in the recorded request.
+MAX_ECHO_CHARS = 64
+
+
+def echoed(value: Any, limit: int = MAX_ECHO_CHARS) -> str:
+    """A client's value as an error quotes it: a string's first ``limit`` characters (quoted), any
+    other value's ``repr`` cut likewise, so a 100,000-character id is not sent back whole."""
+    if isinstance(value, str):
+        return repr(value[:limit]) + ("…" if len(value) > limit else "")
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 def _fail(field: str, message: str) -> ConditionError:
     return ConditionError({field: [message]})
 
@@ -268,7 +282,7 @@ def _value_clean(operator: str, value: Any, *, where: str) -> Any:
             return value  # Dify compares "=" / "≠" with a text value as text
         if number is None:
             kind = "a number" if operator in NUMBER_OPERATORS else "a time (Unix timestamp or ISO 8601 date)"
-            raise _fail(where, f"'{operator}' needs {kind}; got {value!r}")
+            raise _fail(where, f"'{operator}' needs {kind}; got {echoed(value)}")
         return number
     if operator in LIST_OPERATORS:
         if isinstance(value, str):

@@ -175,14 +175,15 @@ def test_one_agent_cannot_hold_more_than_its_share_of_sessions(live_asgi, tokens
     [
         ("http://evil.example", False),
         ("null", False),
-        ("http://127.0.0.1", True),
-        ("http://localhost:8000", True),
+        ("http://127.0.0.1:{port}", True),  # this server's own origin
+        ("http://127.0.0.1", False),  # another port (80): another origin
+        ("http://localhost:8000", False),  # an allowed host, but not the port this server is on
         ("https://agents.example.com", True),  # a CSRF_TRUSTED_ORIGINS entry
     ],
 )
 def test_the_origin_header_is_checked(live_asgi, tokens, settings, origin, allowed):
     settings.CSRF_TRUSTED_ORIGINS = ["https://agents.example.com"]
-    response = _open(live_asgi.mcp_url, tokens[0], Origin=origin)
+    response = _open(live_asgi.mcp_url, tokens[0], Origin=origin.format(port=live_asgi.port))
     if allowed:
         assert response.status_code == 200, response.text
     else:
