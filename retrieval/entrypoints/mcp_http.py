@@ -15,7 +15,9 @@ In order, for every request:
    the one REST spends (``retrieval.agents.throttling``): 429 ``throttled`` with ``Retry-After``;
 5. a POST body is read whole before the MCP library sees it: over DATA_UPLOAD_MAX_MEMORY_SIZE
    413 ``request_too_large``; not UTF-8 or nested deeper than MAX_JSON_DEPTH 400 ``parse_error``;
-   JSON but not one JSON-RPC message 400 ``invalid_message`` naming the field;
+   JSON but not one JSON-RPC message 400 ``invalid_message`` naming the field; a request whose
+   id is that of one of the session's requests still being answered 409 ``id_in_use`` (the
+   library would leave the first without an answer, its connection open indefinitely);
 6. a request without ``Mcp-Session-Id`` opens a session: refused with 429 ``too_many_sessions``
    when the agent already holds MCP_MAX_SESSIONS_PER_AGENT open ones, so one agent cannot fill
    the SDK's global session table and lock everyone out.
@@ -33,6 +35,7 @@ import json
 import math
 import re
 from itertools import accumulate
+from typing import Any
 from urllib.parse import urlsplit
 
 from asgiref.sync import sync_to_async
@@ -125,8 +128,9 @@ def json_depth(body: bytes) -> int:
     return max(accumulate(memoryview(steps).cast("b")), default=0)
 
 
-def json_body_problem(body: bytes) -> tuple[str, str] | None:
-    """Why a POST body must not reach the MCP library, as (error code, message), or None.
+def json_body_check(body: bytes) -> tuple[tuple[str, str] | None, Any]:
+    """(why a POST body must not reach the MCP library, as (error code, message), or None; the
+    parsed message, or None).
 
     The library parses with Python's recursive ``json`` and answers a body nested past the
     recursion limit with a 500 (also on a session-opening request): nesting is checked first,
@@ -138,18 +142,18 @@ def json_body_problem(body: bytes) -> tuple[str, str] | None:
     try:
         body.decode("utf-8")
     except UnicodeDecodeError:
-        return "parse_error", "body: JSON parse error - the body is not UTF-8"
+        return ("parse_error", "body: JSON parse error - the body is not UTF-8"), None
     if body.count(b"[") + body.count(b"{") > MAX_JSON_DEPTH and json_depth(body) > MAX_JSON_DEPTH:
         return (
             "parse_error",
             f"body: JSON parse error - nested too deeply (more than {MAX_JSON_DEPTH} levels)",
-        )
+        ), None
     try:
         message = json.loads(body)
     except ValueError:
-        return None
+        return None, None
     problem = jsonrpc_problem(message)
-    return None if problem is None else ("invalid_message", problem)
+    return (None if problem is None else ("invalid_message", problem)), message
 
 
 def _is_id(value) -> bool:
@@ -184,6 +188,14 @@ def jsonrpc_problem(message) -> str | None:
     return "error: an object with an integer code and a string message is required"
 
 
+def _in_flight_key(agent: Agent, session: str | None, message: Any) -> tuple[int, str, str] | None:
+    """What identifies a request while it is answered: the agent (so another token presenting the
+    session id cannot collide with it), the session, the JSON-RPC id (typed: 1 is not "1")."""
+    if session is None or not isinstance(message, dict) or "method" not in message or "id" not in message:
+        return None
+    return agent.id, session, json.dumps(message["id"])
+
+
 def open_sessions_of(manager, agent: Agent) -> int:
     """Open MCP sessions of ``agent``, from the SDK session manager's table of session owners
     (mcp >= 1.30 keeps one per session; a closed or idle-expired session leaves it at once)."""
@@ -199,6 +211,8 @@ class McpTokenAuth:
         self.app = app
         self.manager = manager
         self._open_locks: dict[int, asyncio.Lock] = {}
+        # (agent, session, request id) of the requests being answered now (``_in_flight_key``).
+        self._in_flight: set[tuple[int, str, str]] = set()
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -242,6 +256,7 @@ class McpTokenAuth:
             await _refuse_throttled(send, wait)
             return
 
+        in_flight = None
         if scope.get("method") == "POST":
             limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 10 * 1024 * 1024
             body, complete = await _read_body(receive, limit=limit)
@@ -255,16 +270,39 @@ class McpTokenAuth:
                 return
             # A large body takes tens of milliseconds to scan and parse: off the event loop.
             if len(body) > 64 * 1024:
-                problem = await sync_to_async(json_body_problem, thread_sensitive=False)(body)
+                problem, message = await sync_to_async(json_body_check, thread_sensitive=False)(body)
             else:
-                problem = json_body_problem(body)
+                problem, message = json_body_check(body)
             if problem is not None:
                 await _refuse(send, 400, *problem)
                 return
+            in_flight = _in_flight_key(agent, headers.get("mcp-session-id"), message)
+            if in_flight is not None and in_flight in self._in_flight:
+                # The library keys a session's pending answers by request id: a second request
+                # with the id of one still being answered takes its place, and the first never
+                # gets an answer (its connection held open by the stream's pings, indefinitely).
+                await _refuse(
+                    send,
+                    409,
+                    "id_in_use",
+                    f"id: request {json.dumps(message['id'])[:64]} of this session is still being answered; a "
+                    "session's requests in flight need ids of their own (JSON-RPC)",
+                )
+                return
             receive = _replay(body, receive)
 
-        scope = {**scope, AGENT_SCOPE_KEY: agent, "user": _principal(agent, key)}
-        opens_session = scope.get("method") == "POST" and "mcp-session-id" not in headers
+        if in_flight is not None:
+            self._in_flight.add(in_flight)
+        try:
+            scope = {**scope, AGENT_SCOPE_KEY: agent, "user": _principal(agent, key)}
+            opens_session = scope.get("method") == "POST" and "mcp-session-id" not in headers
+            await self._forward(scope, receive, send, agent=agent, opens_session=opens_session)
+        finally:
+            if in_flight is not None:
+                self._in_flight.discard(in_flight)
+
+    async def _forward(self, scope, receive, send, *, agent: Agent, opens_session: bool) -> None:
+        """To the library, past the per-agent cap on open sessions for a request that opens one."""
         if not opens_session or self.manager is None or not settings.MCP_MAX_SESSIONS_PER_AGENT:
             await self.app(scope, receive, send)
             return

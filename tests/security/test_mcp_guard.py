@@ -281,3 +281,55 @@ def test_an_unknown_tool_or_prompt_is_quoted_short(live_asgi, key):
         )
         assert response.status_code == 200
         assert "unknown" in response.text and len(response.text) < 400, response.text[:500]
+
+
+# --- ids of requests in flight ------------------------------------------------------------------------
+def test_a_second_request_with_the_id_of_one_in_flight_is_refused_not_left_hanging(
+    live_asgi, key, vector_store
+):
+    # Given a session with a slow request in flight (a lookup: it embeds and searches) ...
+    import threading
+
+    url = live_asgi.mcp_url
+    session = _session(url, key)
+    lookup = {
+        "jsonrpc": "2.0",
+        "id": 42,
+        "method": "tools/call",
+        "params": {"name": "lookup_knowledge", "arguments": {"query": "ERR_TIMEOUT", "session_id": "s-1"}},
+    }
+    answers: list[httpx.Response] = []
+    first = threading.Thread(
+        target=lambda: answers.append(_post(url, key, lookup, **{"Mcp-Session-Id": session}))
+    )
+    # When the agent sends many requests with the same id at once
+    others = [
+        threading.Thread(
+            target=lambda: answers.append(
+                _post(
+                    url,
+                    key,
+                    {"jsonrpc": "2.0", "id": 42, "method": "tools/list"},
+                    **{"Mcp-Session-Id": session},
+                )
+            )
+        )
+        for _ in range(6)
+    ]
+    for thread in [first, *others]:
+        thread.start()
+    for thread in [first, *others]:
+        thread.join(timeout=60)
+    # Then every request is answered (none hangs): each 200, or 409 naming the id
+    assert len(answers) == 7
+    assert {r.status_code for r in answers} <= {200, 409}
+    refused = [r for r in answers if r.status_code == 409]
+    assert all(
+        r.json()["error"]["code"] == "id_in_use" and r.json()["error"]["message"].startswith("id: ")
+        for r in refused
+    )
+    # And the session goes on
+    listed = _post(
+        url, key, {"jsonrpc": "2.0", "id": 43, "method": "tools/list"}, **{"Mcp-Session-Id": session}
+    )
+    assert listed.status_code == 200
