@@ -28,7 +28,7 @@ import logging
 import os
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -186,6 +186,42 @@ def request_address(request) -> str:
     return request.META.get("REMOTE_ADDR") or "-"
 
 
+# --- refused keys, remembered --------------------------------------------------------------------
+class RefusedKeys:
+    """Presented keys (by digest) whose agent this process refused, and until when: their next
+    requests are refused again before the key is looked up in the database, the costliest step of
+    a refusal (about half of it). Safe to trust until then: a sliding window frees a call only as
+    time passes. At most MAX keys, the oldest forgotten first."""
+
+    MAX = 10_000
+
+    def __init__(self) -> None:
+        self._until: OrderedDict[str, float] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def remember(self, digest: str, wait: float) -> None:
+        with self._lock:
+            self._until[digest] = time.monotonic() + wait
+            self._until.move_to_end(digest)
+            while len(self._until) > self.MAX:
+                self._until.popitem(last=False)
+
+    def wait(self, digest: str) -> float | None:
+        """Seconds this key's agent is still refused for, or None."""
+        with self._lock:
+            until = self._until.get(digest)
+            if until is None:
+                return None
+            left = until - time.monotonic()
+            if left <= 0:
+                del self._until[digest]
+                return None
+            return max(1.0, left)
+
+
+refused_keys = RefusedKeys()
+
+
 class AgentThrottle(BaseThrottle):
     """DRF's throttle over the agent's budget; anonymous callers (only the schema and docs pages
     let them through) by address."""
@@ -199,6 +235,9 @@ class AgentThrottle(BaseThrottle):
         user = getattr(request, "user", None)
         if user is not None and user.is_authenticated:
             self._wait = agent_budget_spend(agent_budget_id(user))
+            digest = getattr(request.auth, "digest", None)  # an AgentToken (staff sessions have none)
+            if self._wait is not None and digest:
+                refused_keys.remember(digest, self._wait)
         else:
             self._wait = budget_spend(f"ip{request_address(request)}", self.scope)
         return self._wait is None

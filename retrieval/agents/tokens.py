@@ -26,7 +26,7 @@ from django.utils.crypto import salted_hmac
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 
-from retrieval.agents.throttling import failed_auth_spend, request_address
+from retrieval.agents.throttling import failed_auth_spend, refused_keys, request_address
 
 # The HMAC key is derived from SECRET_KEY with this salt (Django's salted_hmac): changing either
 # invalidates every token. The 0002 migration hashes with the same pair.
@@ -150,6 +150,10 @@ class AgentTokenAuthentication(TokenAuthentication):
             raise
 
     def authenticate_credentials(self, key):
+        # An agent this process just refused is refused again before the database is asked.
+        wait = refused_keys.wait(token_digest(key))
+        if wait is not None:
+            raise exceptions.Throttled(wait)
         token = token_lookup(key)
         if token is None:
             raise exceptions.AuthenticationFailed("Invalid token.")

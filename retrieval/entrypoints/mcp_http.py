@@ -47,8 +47,8 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 
 from retrieval.agents.identity import Agent, agent_for_user
-from retrieval.agents.throttling import agent_budget_spend, failed_auth_spend
-from retrieval.agents.tokens import token_user
+from retrieval.agents.throttling import agent_budget_spend, failed_auth_spend, refused_keys
+from retrieval.agents.tokens import token_digest, token_user
 
 AGENT_SCOPE_KEY = "agentkb.agent"  # the calling Agent, set in the ASGI scope for the tools
 # Nesting refused before the MCP library parses a body (``json_body_problem``).
@@ -240,6 +240,12 @@ class McpTokenAuth:
         if scheme.lower() not in ("token", "bearer") or not key:
             await _refuse(send, 401, "not_authenticated", "Authentication credentials were not provided.")
             return
+        # An agent this process just refused is refused again before the database is asked.
+        digest = token_digest(key)
+        wait = refused_keys.wait(digest)
+        if wait is not None:
+            await _refuse_throttled(send, wait)
+            return
         agent = await sync_to_async(db_call)(_token_agent, key=key)
         if agent is None:
             client = scope.get("client")
@@ -253,6 +259,7 @@ class McpTokenAuth:
         # a DELETE): the agent's own budget, the one REST spends.
         wait = await sync_to_async(agent_budget_spend)(agent.budget_id)
         if wait is not None:
+            refused_keys.remember(digest, wait)
             await _refuse_throttled(send, wait)
             return
 

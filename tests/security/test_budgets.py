@@ -149,3 +149,23 @@ def test_only_failures_spend_an_address_budget(settings):
     address = f"address-{uuid.uuid4().hex}"
     assert [failed_auth_spend(address) is None for _ in range(3)] == [True, True, False]
     assert failed_auth_spend(f"address-{uuid.uuid4().hex}") is None  # another address
+
+
+# --- what a refusal costs -----------------------------------------------------------------------------
+@pytest.mark.django_db
+def test_an_agent_past_its_budget_is_refused_again_without_a_database_query(
+    settings, django_assert_num_queries, vector_store
+):
+    # Given an agent that spent its 2 calls a minute and was refused once
+    _rates(settings, tool="2/min")
+    key = tool_token_issue(name=f"flooding-{uuid.uuid4().hex[:6]}").key
+    rest, dify = _client(key), _client(key, "Bearer")
+    assert [rest.get(PROMPT).status_code for _ in range(3)] == [200, 200, 429]
+    # When it keeps calling, over REST and Dify
+    with django_assert_num_queries(0):
+        again = rest.get(PROMPT)
+        dify_again = dify.post(DIFY, {"knowledge_id": "*"}, format="json")
+    # Then it is refused as before, with Retry-After, and the database is not asked
+    assert again.status_code == 429 and 1 <= int(again["Retry-After"]) <= 60
+    assert again.json()["error"]["code"] == "throttled"
+    assert dify_again.status_code == 429 and dify_again.json()["error_code"] == 3002
