@@ -10,7 +10,8 @@ number (only this run's keys are written; they expire within a minute), median a
   back: two round trips and a race) beside ``agent_budget_spend`` (one Lua script: now) and the
   in-process window of the embedded default;
 - the whole REST authentication + throttle of one request (``AgentTokenAuthentication`` then
-  ``AgentThrottle``), as a view runs them.
+  ``AgentThrottle``), as a view runs them, and of a request by an agent past its budget (refused
+  again from the process's memory of refused keys, before the database).
 
     .venv/bin/python bench/auth.py                   # 2,000 rounds each
     .venv/bin/python bench/auth.py --rounds 500 --redis-db 13
@@ -99,6 +100,7 @@ def _measure(rounds: int) -> list[tuple[str, tuple[float, float]]]:
     from django.contrib.auth.hashers import PBKDF2PasswordHasher
     from django.db import connection
     from rest_framework.authtoken.models import Token
+    from rest_framework.exceptions import Throttled
     from rest_framework.test import APIRequestFactory
     from rest_framework.throttling import SimpleRateThrottle
 
@@ -134,8 +136,23 @@ def _measure(rounds: int) -> list[tuple[str, tuple[float, float]]]:
 
     def rest_auth_and_throttle():
         request = factory.get("/api/prompts/executor", HTTP_AUTHORIZATION=f"Token {issued.key}")
-        user, _ = AgentTokenAuthentication().authenticate(request)
-        request.user = user
+        user, token = AgentTokenAuthentication().authenticate(request)
+        request.user, request.auth = user, token
+        AgentThrottle().allow_request(request, None)
+
+    # An agent past its budget, refused once: what each of its next requests costs.
+    refused = tool_token_issue(name=f"bench-refused-{uuid.uuid4().hex[:6]}")
+    refused_budget = agent_budget_id(refused.user)
+    while agent_budget_spend(refused_budget) is None:
+        pass
+
+    def rest_auth_and_throttle_refused():
+        request = factory.get("/api/prompts/executor", HTTP_AUTHORIZATION=f"Token {refused.key}")
+        try:
+            user, token = AgentTokenAuthentication().authenticate(request)
+        except Throttled:
+            return  # refused before the database, remembered
+        request.user, request.auth = user, token
         AgentThrottle().allow_request(request, None)
 
     def fresh_budget():
@@ -167,6 +184,10 @@ def _measure(rounds: int) -> list[tuple[str, tuple[float, float]]]:
             _timed(lambda: memory.spend("k", rate), spends),
         ),
         ("REST auth + throttle of one request, now", _timed(rest_auth_and_throttle, spends)),
+        (
+            "  of an agent past its budget, refused again (key remembered)",
+            _timed(rest_auth_and_throttle_refused, rounds),
+        ),
     ]
     connection.close()
     return rows

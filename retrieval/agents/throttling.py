@@ -235,7 +235,8 @@ class AgentThrottle(BaseThrottle):
         user = getattr(request, "user", None)
         if user is not None and user.is_authenticated:
             self._wait = agent_budget_spend(agent_budget_id(user))
-            digest = getattr(request.auth, "digest", None)  # an AgentToken (staff sessions have none)
+            # The AgentToken it came with (a staff session has none)
+            digest = getattr(getattr(request, "auth", None), "digest", None)
             if self._wait is not None and digest:
                 refused_keys.remember(digest, self._wait)
         else:
