@@ -112,12 +112,14 @@ class MemoryWindow:
         self._calls: dict[str, deque[float]] = {}
         self._lock = threading.Lock()
         self._swept = time.monotonic()
+        self._longest_window_s = 0.0  # what the sweep keeps: the longest window any rate has
 
     def spend(self, key: str, rate: Rate) -> float | None:
         now = time.monotonic()
         with self._lock:
+            self._longest_window_s = max(self._longest_window_s, rate.window_s)
             if now - self._swept > self.SWEEP_EVERY_S:
-                self._sweep(now, rate.window_s)
+                self._sweep(now, self._longest_window_s)
             calls = self._calls.setdefault(key, deque())
             while calls and calls[0] <= now - rate.window_s:
                 calls.popleft()
@@ -190,18 +192,19 @@ def request_address(request) -> str:
 class RefusedKeys:
     """Presented keys (by digest) whose agent this process refused, and until when: their next
     requests are refused again before the key is looked up in the database, the costliest step of
-    a refusal (about half of it). Safe to trust until then: a sliding window frees a call only as
-    time passes. At most MAX keys, the oldest forgotten first."""
+    a refusal (about half of it). Safe to trust until then, at the rate it was refused at: a
+    sliding window frees a call only as time passes (a changed API_THROTTLE_TOOL voids it). At
+    most MAX keys, the oldest forgotten first."""
 
     MAX = 10_000
 
     def __init__(self) -> None:
-        self._until: OrderedDict[str, float] = OrderedDict()
+        self._until: OrderedDict[str, tuple[float, Rate | None]] = OrderedDict()
         self._lock = threading.Lock()
 
     def remember(self, digest: str, wait: float) -> None:
         with self._lock:
-            self._until[digest] = time.monotonic() + wait
+            self._until[digest] = (time.monotonic() + wait, rate_for(SCOPE))
             self._until.move_to_end(digest)
             while len(self._until) > self.MAX:
                 self._until.popitem(last=False)
@@ -209,11 +212,12 @@ class RefusedKeys:
     def wait(self, digest: str) -> float | None:
         """Seconds this key's agent is still refused for, or None."""
         with self._lock:
-            until = self._until.get(digest)
-            if until is None:
+            remembered = self._until.get(digest)
+            if remembered is None:
                 return None
+            until, rate = remembered
             left = until - time.monotonic()
-            if left <= 0:
+            if left <= 0 or rate != rate_for(SCOPE):
                 del self._until[digest]
                 return None
             return max(1.0, left)

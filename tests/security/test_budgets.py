@@ -169,3 +169,15 @@ def test_an_agent_past_its_budget_is_refused_again_without_a_database_query(
     assert again.status_code == 429 and 1 <= int(again["Retry-After"]) <= 60
     assert again.json()["error"]["code"] == "throttled"
     assert dify_again.status_code == 429 and dify_again.json()["error_code"] == 3002
+
+
+def test_a_call_is_free_again_once_the_oldest_leaves_the_window(settings):
+    # Given a budget of 2 calls a second, spent
+    _rates(settings, tool="2/s")
+    budget_id = f"window-{uuid.uuid4().hex}"
+    assert [agent_budget_spend(budget_id) is None for _ in range(3)] == [True, True, False]
+    # When the window has passed, then calls are allowed again, as many as the budget
+    import time
+
+    time.sleep(1.1)
+    assert [agent_budget_spend(budget_id) is None for _ in range(3)] == [True, True, False]
