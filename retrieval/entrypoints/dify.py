@@ -27,10 +27,10 @@ from knowledge.models import ApiDocument, DocumentChunk, KnowledgeDomain
 from knowledge.selectors import documents_searchable
 from knowledge.vectorstore import VectorStoreError
 from observability.models import ToolInvocation
+from retrieval.agents.texts import echoed
 from retrieval.entrypoints.dify_conditions import (
     ConditionError,
     MetadataCondition,
-    echoed,
     keywords_of,
     metadata_condition_clean,
 )

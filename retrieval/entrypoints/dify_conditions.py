@@ -33,6 +33,8 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
+from retrieval.agents.texts import echoed
+
 STRING_OPERATORS = ("is", "is not", "contains", "not contains", "start with", "end with")
 LIST_OPERATORS = ("in", "not in")
 VALUELESS_OPERATORS = ("empty", "not empty")
@@ -73,20 +75,6 @@ _ABSENT = object()
 
 class ConditionError(ValidationError):
     """A metadata_condition Dify's contract does not allow; the message names the field."""
-
-
-# Characters of a client's value an error message quotes back (2001's knowledge_id, a condition's
-# value): the whole of it is in the recorded request.
-MAX_ECHO_CHARS = 64
-
-
-def echoed(value: Any, limit: int = MAX_ECHO_CHARS) -> str:
-    """A client's value as an error quotes it: a string's first ``limit`` characters (quoted), any
-    other value's ``repr`` cut likewise, so a 100,000-character id is not sent back whole."""
-    if isinstance(value, str):
-        return repr(value[:limit]) + ("…" if len(value) > limit else "")
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _fail(field: str, message: str) -> ConditionError:

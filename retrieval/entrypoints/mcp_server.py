@@ -93,14 +93,6 @@ def _lookup_in_agent_language(*, token_agent: Agent | None, **kwargs):
     return lookup_knowledge_service(**kwargs, language=_language(token_agent))
 
 
-# A client-chosen name (an unknown tool or prompt) is quoted in an error up to this many characters.
-MAX_NAME_ECHO = 64
-
-
-def _echo(value: str) -> str:
-    return repr(value[:MAX_NAME_ECHO] + ("…" if len(value) > MAX_NAME_ECHO else ""))
-
-
 def _argument_errors(exc: BaseException) -> str | None:
     """``field: message; ...`` from the first pydantic ValidationError in ``exc``'s chain (how the
     SDK reports arguments that do not fit a tool's or prompt's signature), or None."""
@@ -136,7 +128,7 @@ class AgentkbMCP(FastMCP):
             if isinstance(exc.__cause__, ToolError):  # raised by agentkb's tool: names the field
                 raise ToolError(f"{name}: {exc.__cause__}") from None
             if name not in {tool.name for tool in await self.list_tools()}:
-                raise ToolError(f"unknown tool {_echo(name)}") from None
+                raise ToolError(f"unknown tool {agent_texts.echoed(name)}") from None
             logger.error("MCP tool %s failed", name, exc_info=exc.__cause__ or exc)
             raise ToolError(f"{name}: the call failed on the server; try again later") from None
 
@@ -148,7 +140,7 @@ class AgentkbMCP(FastMCP):
             if fields is not None:
                 raise ValueError(f"{name}: {fields}") from None
             if name not in {prompt.name for prompt in await self.list_prompts()}:
-                raise ValueError(f"unknown prompt {_echo(name)}") from None
+                raise ValueError(f"unknown prompt {agent_texts.echoed(name)}") from None
             logger.error("MCP prompt %s failed: %s", name, exc)
             raise ValueError(f"{name}: the prompt could not be rendered; try again later") from None
 
