@@ -16,6 +16,18 @@ what the responses returned, and the union of what the recorded invocations say 
 
     .venv/bin/python bench/load.py                                  # 60 s, 4 workers, 8 clients
     .venv/bin/python bench/load.py --duration 20 --workers 2 --clients 4
+    .venv/bin/python bench/load.py --two-agents                     # a victim beside a flooder
+
+Two-agent mode (``--two-agents``): what one agent flooding at full speed costs another. The same
+servers, plus ``uvicorn config.asgi`` (one process) for ``/mcp/``, as docs/integrations.md
+deploys MCP beside gunicorn; every budget at its default (API_THROTTLE_TOOL 600/min,
+API_THROTTLE_FAILED_AUTH 60/min). A victim agent paces its calls inside its budget: a REST lookup
+and an MCP ``tools/call lookup_knowledge`` about three times a second each, every one in a fresh
+session (a full lookup each time). It is timed alone, then while a flooder (a fresh agent each
+phase, ``--flood-threads`` threads in a process of their own, so the client's GIL does not weigh
+on the victim's timings) sends, as fast as the servers answer, REST lookups, MCP ``tools/list``
+in an open session, or requests with wrong keys. One table: the victim's p50/p95 per phase, its
+p50 against the alone phase, and what the flood got (requests/s and statuses).
 
 Needs MariaDB on 127.0.0.1:3306 (root, no password) and Redis on 127.0.0.1:6379, as the
 service-backed test run does. Nothing is asserted: the figures are printed (exit 1 on errors or
@@ -26,9 +38,11 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import itertools
 import json
 import os
 import random
+import resource
 import secrets
 import shutil
 import statistics
@@ -94,12 +108,17 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=60, help="agent sessions shared by the clients")
     parser.add_argument("--redis-db", type=int, default=12, help="Redis database number (default 12)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder and database")
+    parser.add_argument(
+        "--two-agents", action="store_true", help="a paced victim agent, alone and beside a flooding one"
+    )
+    parser.add_argument("--phase-seconds", type=float, default=20.0, help="two-agent mode: seconds a phase")
+    parser.add_argument("--flood-threads", type=int, default=8, help="two-agent mode: flooding threads")
     args = parser.parse_args()
 
     run_id = uuid.uuid4().hex[:8]
     work = Path(tempfile.mkdtemp(prefix="agentkb-load-"))
     db_name = f"agentkb_load_{run_id}"
-    milvus_port, web_port = free_port(), free_port()
+    milvus_port, web_port, mcp_port = free_port(), free_port(), free_port()
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.settings_production",
@@ -111,11 +130,12 @@ def main() -> int:
         "MILVUS_URI": f"http://127.0.0.1:{milvus_port}",
         "MILVUS_COLLECTION": f"load_{run_id}",
         "AGENTKB_VAR_DIR": str(work / "var"),
-        "API_THROTTLE_TOOL": "1000000/min",  # measuring the service, not the throttle
+        # Measuring the service, not the throttle; the two-agent mode measures both: defaults.
+        "API_THROTTLE_TOOL": "600/min" if args.two_agents else "1000000/min",
         "LOG_LEVEL": "WARNING",
     }
     env.pop("DEBUG", None)
-    milvus = web = None
+    milvus = web = mcp = None
     mysql(f"CREATE DATABASE `{db_name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
     try:
         milvus = subprocess.Popen(
@@ -173,10 +193,29 @@ def main() -> int:
             stderr=subprocess.STDOUT,
         )
         wait_for_port(web_port, web)
+        if args.two_agents:
+            uvicorn = [str(BIN / "uvicorn"), "config.asgi:application", "--host", "127.0.0.1"]
+            mcp = subprocess.Popen(
+                [*uvicorn, "--port", str(mcp_port), "--log-level", "warning"],
+                cwd=REPO,
+                env=web_env,
+                stdout=open(work / "mcp.log", "wb"),  # noqa: SIM115 - the child holds it
+                stderr=subprocess.STDOUT,
+            )
+            wait_for_port(mcp_port, mcp)
+            keys = [
+                tool_token_issue(name=f"load-{run_id}-{role}").key for role in ("warm", "victim", *FLOODS)
+            ]
+            servers = [web.pid, mcp.pid, milvus.pid]
+            rows = _run_two_agents(
+                args, web_port, mcp_port, warm=keys[0], victim=keys[1], flooders=keys[2:], servers=servers
+            )
+            return _report_two_agents(args, rows)
         sessions = [f"load-{run_id}-s{i}" for i in range(args.sessions)]
         body = _run_load(args, web_port, tokens, sessions)
         return _report(args, body, sessions, work)
     finally:
+        stop(mcp)
         stop(web)
         stop(milvus)
         if not args.keep:
@@ -292,6 +331,241 @@ def _report(args, result: dict, sessions: list[str], work: Path) -> int:
     if inconsistent:
         print(f"  INCONSISTENT    {inconsistent[:10]}  (logs in {work})")
     return 1 if errors or inconsistent or invocation_statuses.get("ERROR") else 0
+
+
+# --- two agents: a victim beside a flooder ---------------------------------------------------------------
+FLOODS = ("rest-lookup", "mcp-tools-list", "bad-token")
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+VICTIM_PACE_S = 0.33  # per transport: about 360 calls a minute in all, inside the 600/min budget
+_ids = itertools.count(10)  # JSON-RPC ids: unique among a session's requests in flight
+
+
+def _request(
+    port: int, method: str, path: str, key: str, body: dict | None = None, **headers
+) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        conn.request(
+            method,
+            path,
+            body=None if body is None else json.dumps(body),
+            headers={"Authorization": f"Token {key}", "Content-Type": "application/json", **headers},
+        )
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def _mcp_session(port: int, key: str) -> str:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        opening = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "load", "version": "1"},
+            },
+        }
+        conn.request(
+            "POST",
+            "/mcp/",
+            body=json.dumps(opening),
+            headers={"Authorization": f"Token {key}", **MCP_HEADERS},
+        )
+        response = conn.getresponse()
+        response.read()
+        session = response.getheader("mcp-session-id")
+    finally:
+        conn.close()
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    _request(port, "POST", "/mcp/", key, note, **MCP_HEADERS, **{"Mcp-Session-Id": session})
+    return session
+
+
+def _flood(kind: str, web_port: int, mcp_port: int, key: str, seconds: float, threads: int) -> dict:
+    """Run in a process of its own: ``threads`` threads sending ``kind`` as fast as answered."""
+    session = _mcp_session(mcp_port, key) if kind == "mcp-tools-list" else None
+    statuses: Counter = Counter()
+    lock = threading.Lock()
+    stop_at = time.monotonic() + seconds
+
+    def one() -> int:
+        if kind == "rest-lookup":
+            payload = {"query": random.choice(QUERIES), "session_id": f"flood-{uuid.uuid4().hex}"}
+            return _request(web_port, "POST", "/api/tools/lookup_knowledge", key, payload)[0]
+        if kind == "mcp-tools-list":
+            listing = {"jsonrpc": "2.0", "id": next(_ids), "method": "tools/list"}
+            return _request(
+                mcp_port, "POST", "/mcp/", key, listing, **MCP_HEADERS, **{"Mcp-Session-Id": session}
+            )[0]
+        wrong = secrets.token_hex(20)  # a wrong key each time: nothing to learn from a cache
+        return _request(
+            web_port, "POST", "/api/tools/lookup_knowledge", wrong, {"query": "x", "session_id": "s"}
+        )[0]
+
+    def loop() -> None:
+        while time.monotonic() < stop_at:
+            try:
+                status = one()
+            except OSError:
+                status = "connection error"
+            with lock:
+                statuses[status] += 1
+
+    started = time.perf_counter()
+    pool = [threading.Thread(target=loop) for _ in range(threads)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "statuses": dict(statuses),
+        "seconds": time.perf_counter() - started,
+        "client_cpu": usage.ru_utime + usage.ru_stime,
+    }
+
+
+def _victim(web_port: int, mcp_port: int, key: str, session: str, seconds: float) -> dict:
+    """Paced REST and MCP lookups (a thread each), timed."""
+    timings: dict[str, list[float]] = {"rest": [], "mcp": []}
+    errors: Counter = Counter()
+    stop_at = time.monotonic() + seconds
+
+    def call(transport: str) -> tuple[int, bytes]:
+        query = {"query": random.choice(QUERIES), "session_id": f"victim-{uuid.uuid4().hex}"}
+        if transport == "rest":
+            return _request(web_port, "POST", "/api/tools/lookup_knowledge", key, query)
+        lookup = {
+            "jsonrpc": "2.0",
+            "id": next(_ids),
+            "method": "tools/call",
+            "params": {"name": "lookup_knowledge", "arguments": query},
+        }
+        return _request(mcp_port, "POST", "/mcp/", key, lookup, **MCP_HEADERS, **{"Mcp-Session-Id": session})
+
+    def paced(transport: str) -> None:
+        while time.monotonic() < stop_at:
+            started = time.perf_counter()
+            try:
+                status, body = call(transport)
+            except OSError:
+                status, body = "connection error", b""
+            elapsed = time.perf_counter() - started
+            if status == 200 and b'"isError":true' not in body:
+                timings[transport].append(elapsed * 1000)
+            else:
+                errors[f"{transport} {status}"] += 1
+            time.sleep(max(0.0, VICTIM_PACE_S - elapsed))
+
+    pool = [threading.Thread(target=paced, args=(t,)) for t in timings]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+    return {"timings": timings, "errors": dict(errors)}
+
+
+def _cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU of these processes and their children (gunicorn's workers), from /proc."""
+    total, tick = 0.0, os.sysconf("SC_CLK_TCK")
+    seen = set()
+    todo = list(pids)
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+            todo += [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+def _run_two_agents(
+    args, web_port: int, mcp_port: int, *, warm: str, victim: str, flooders: list[str], servers: list[int]
+) -> list[dict]:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    session = _mcp_session(mcp_port, victim)
+    # Warm every worker and the MCP process (model load, first Milvus connection), unclocked.
+    for _ in range(args.workers * 3):
+        warming = {"query": "ERR_TIMEOUT", "session_id": uuid.uuid4().hex}
+        _request(web_port, "POST", "/api/tools/lookup_knowledge", warm, warming)
+    _victim(web_port, mcp_port, victim, session, 3.0)
+
+    before = _cpu_seconds(servers)
+    alone = _victim(web_port, mcp_port, victim, session, args.phase_seconds)
+    rows = [{"phase": "alone", **alone, "flood": None, "server_cpu": _cpu_seconds(servers) - before}]
+    spawn = multiprocessing.get_context("spawn")  # not fork: this process holds torch's threads
+    for kind, key in zip(FLOODS, flooders, strict=True):
+        with ProcessPoolExecutor(1, mp_context=spawn) as pool:
+            # Give the flood a second's head start so the victim is timed under it from its first call.
+            flood = pool.submit(
+                _flood, kind, web_port, mcp_port, key, args.phase_seconds + 2, args.flood_threads
+            )
+            before = _cpu_seconds(servers)
+            time.sleep(1.0)
+            timed = _victim(web_port, mcp_port, victim, session, args.phase_seconds)
+            result = flood.result()
+            server_cpu = _cpu_seconds(servers) - before
+            rows.append({"phase": f"flood: {kind}", **timed, "flood": result, "server_cpu": server_cpu})
+        time.sleep(2.0)  # let the servers drain before the next phase
+    return rows
+
+
+def _report_two_agents(args, rows: list[dict]) -> int:
+    print()
+    print(
+        f"two agents: gunicorn {args.workers} sync workers (REST) + uvicorn (MCP) on MariaDB + Redis; "
+        f"victim paced every {VICTIM_PACE_S:.2f}s per transport, {args.phase_seconds:.0f}s a phase, "
+        f"flooder {args.flood_threads} threads in its own process; budgets 600/min per agent, "
+        "60/min wrong keys per address"
+    )
+    alone = {t: pct(rows[0]["timings"][t], 50) for t in ("rest", "mcp")}
+    header = (
+        f"| {'phase':22} | {'victim REST p50 / p95 ms':>24} | {'x alone':>7} | {'victim MCP p50 / p95 ms':>23} "
+        f"| {'x alone':>7} | {'victim errors':>13} | {'flood req/s':>11} | {'server CPU s':>12} "
+        f"| {'flooder CPU s':>13} | flood answers |"
+    )
+    print(header)
+    print("|" + "|".join("-" * (len(cell)) for cell in header.split("|")[1:-1]) + "|")
+    worst = 0.0
+    for row in rows:
+        cells = []
+        for transport in ("rest", "mcp"):
+            values = row["timings"][transport]
+            p50, p95 = pct(values, 50), pct(values, 95)
+            ratio = p50 / alone[transport]
+            worst = max(worst, ratio)
+            cells += [f"{p50:8.1f} / {p95:8.1f} (n={len(values):3d})", f"{ratio:6.2f}x"]
+        flood = row["flood"]
+        rate = "" if flood is None else f"{sum(flood['statuses'].values()) / flood['seconds']:.0f}"
+        answers = (
+            ""
+            if flood is None
+            else ", ".join(f"{k}: {v}" for k, v in sorted(flood["statuses"].items(), key=str))
+        )
+        errors = sum(row["errors"].values())
+        client_cpu = "" if flood is None else f"{flood['client_cpu']:.1f}"
+        print(
+            f"| {row['phase']:22} | {cells[0]:>24} | {cells[1]:>7} | {cells[2]:>23} | {cells[3]:>7} "
+            f"| {errors:>13} | {rate:>11} | {row['server_cpu']:12.1f} | {client_cpu:>13} | {answers} |"
+        )
+    cores = os.cpu_count()
+    print(
+        f"worst victim p50 under a flood: {worst:.2f}x its p50 alone (target: at most 2x); "
+        f"{cores} CPU cores on this machine, shared by the servers, the victim and the flooder"
+    )
+    return 1 if any(row["errors"] for row in rows) else 0
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 
@@ -37,3 +38,26 @@ class AgentProfile(models.Model):
 
     def __str__(self) -> str:
         return self.user.get_username()
+
+
+class AgentToken(models.Model):
+    """An agent's tool token, kept as a keyed hash (``retrieval.agents.tokens.token_digest``): the
+    key itself is shown once, when it is issued, and never stored. ``prefix`` (its first
+    characters) is what staff see afterwards, to tell keys apart."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        related_name="agent_token",
+        on_delete=models.CASCADE,
+        verbose_name=_("agent"),
+    )
+    prefix = models.CharField(_("key prefix"), max_length=8)
+    digest = models.CharField(_("key digest"), max_length=64, unique=True)
+    created = models.DateTimeField(_("issued"), default=timezone.now)
+
+    class Meta:
+        verbose_name = _("tool token")
+        verbose_name_plural = _("tool tokens")
+
+    def __str__(self) -> str:
+        return f"{self.prefix}…"

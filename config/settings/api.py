@@ -13,11 +13,15 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["config.parsers.SafeJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "config.exception_handlers.api_exception_handler",
-    # One budget per agent across every agent-facing endpoint (MCP tool calls included).
+    # One budget per agent across every agent-facing endpoint (every MCP request included),
+    # counted atomically across processes (retrieval/agents/throttling.py).
     "DEFAULT_THROTTLE_CLASSES": ["retrieval.agents.throttling.AgentThrottle"],
     "DEFAULT_THROTTLE_RATES": {
         # Per agent (the token's user); generous enough for agent loops, a stop for runaways.
         "tool": env.str("API_THROTTLE_TOOL", default="600/min"),
+        # Per client address: presented keys that match no active agent (REST, MCP, Dify); past
+        # it such requests are answered 429 instead of 401. A valid token is never refused by it.
+        "failed_auth": env.str("API_THROTTLE_FAILED_AUTH", default="60/min"),
     },
 }
 

@@ -43,6 +43,10 @@ RETRIEVAL_MAX_QUERY_CHARS = env.int("RETRIEVAL_MAX_QUERY_CHARS", default=2000)
 # off | soft | hard (seed 000 Phase 2: hard blocks a lookup whose best result is in a retrieved domain)
 RETRIEVAL_DOMAIN_DEDUP = env.str("RETRIEVAL_DOMAIN_DEDUP", default="soft")
 RETRIEVAL_SESSION_TTL = env.int("RETRIEVAL_SESSION_TTL", default=24 * 60 * 60)
+# Sessions one agent's action memory holds at once (Redis and in-process); past it its least
+# recently used sessions are dropped (counted: retrieval.agents.tracker.sessions_evicted), so one
+# agent minting a session per call cannot fill the store. 0 = no cap.
+RETRIEVAL_MAX_SESSIONS_PER_AGENT = env.int("RETRIEVAL_MAX_SESSIONS_PER_AGENT", default=1000)
 # memory | redis; empty = redis when REDIS_URL is set, else in-process.
 RETRIEVAL_TRACKER_BACKEND = env.str("RETRIEVAL_TRACKER_BACKEND", default="")
 # Each process re-reads the corpus signature (for the L0 index and cached L1 results) and the

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from knowledge.models import KnowledgeDomain
 from retrieval.agents.language import default_language, language_normalise
+from retrieval.agents.tracker.base import memory_session_key
 
 
 @dataclass(frozen=True)
@@ -71,15 +72,3 @@ def agent_named(name: str) -> Agent:
     """A caller without a token (stdio MCP, the ``lookup`` command): every domain, its own
     sessions, keyed by name."""
     return Agent(id=None, name=name)
-
-
-def memory_session_key(*, agent_id: int | None, agent: str, session_id: str) -> str:
-    """The action-memory key of ``session_id`` for one agent.
-
-    ``a<user id>:`` for token agents, ``n<len>:<name>:`` for named local callers (the length keeps
-    "x:y" + "z" apart from "x" + "y:z"). Every key is prefixed, so no session id a client chooses
-    can name another agent's session.
-    """
-    if agent_id is not None:
-        return f"a{agent_id}:{session_id}"
-    return f"n{len(agent)}:{agent}:{session_id}"

@@ -3,7 +3,8 @@ completeness hints, the tool description, the MCP server's tool and prompt descr
 prompt template to render. The Chinese texts are the seeds'; the English ones say the same.
 
 ``text(key, language=None, **fields)`` formats one entry (None: the global AGENT_LANGUAGE);
-``titles``/``listing``/``joined`` put names and sentences together the way each language does.
+``titles``/``listing``/``joined`` put names and sentences together the way each language does;
+``echoed`` quotes what a client sent, briefly, in an error.
 """
 
 from __future__ import annotations
@@ -142,6 +143,20 @@ PROMPT_TEMPLATES = {
     "executor": {"zh": "prompts/chat_executor_prompt.md", "en": "prompts/chat_executor_prompt.en.md"},
     "planner": {"zh": "prompts/chat_planner_prompt.md", "en": "prompts/chat_planner_prompt.en.md"},
 }
+
+
+# Characters of a client's value an error quotes back (Dify's knowledge_id and condition values,
+# MCP's unknown tool or prompt names): the whole of it is in the recorded request, if anywhere.
+MAX_ECHO_CHARS = 64
+
+
+def echoed(value, limit: int = MAX_ECHO_CHARS) -> str:
+    """A client's value as an error quotes it: a string's first ``limit`` characters (quoted), any
+    other value's ``repr`` cut likewise, so a 100,000-character id is not sent back whole."""
+    if isinstance(value, str):
+        return repr(value[:limit]) + ("…" if len(value) > limit else "")
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def language_or_default(language: str | None) -> str:

@@ -27,6 +27,7 @@ from knowledge.models import ApiDocument, DocumentChunk, KnowledgeDomain
 from knowledge.selectors import documents_searchable
 from knowledge.vectorstore import VectorStoreError
 from observability.models import ToolInvocation
+from retrieval.agents.texts import echoed
 from retrieval.entrypoints.dify_conditions import (
     ConditionError,
     MetadataCondition,
@@ -251,10 +252,9 @@ def dify_retrieve(
         record(ToolInvocation.Status.ERROR, "invalid input", error=dify_error_message(exc))
         raise
     if not _knowledge_exists(request.knowledge_id, domains):
-        record(
-            ToolInvocation.Status.ERROR, "unknown knowledge_id", error=f"no domain {request.knowledge_id!r}"
-        )
-        raise UnknownKnowledge(f"The knowledge does not exist: no domain {request.knowledge_id!r}")
+        named = echoed(request.knowledge_id)
+        record(ToolInvocation.Status.ERROR, "unknown knowledge_id", error=f"no domain {named}")
+        raise UnknownKnowledge(f"The knowledge does not exist: no domain {named}")
     try:
         records, details = _search(request, domains)
     except SearchUnavailable as exc:

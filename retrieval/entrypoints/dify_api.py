@@ -3,7 +3,8 @@
 Dify's contract, not the project's: ``Authorization: Bearer <tool token>`` and errors as
 ``{"error_code", "error_msg"}``: 1001 malformed Authorization header (403), 1002 failed key (403),
 2001 unknown knowledge_id (404). Codes Dify does not define are agentkb's own: 3001 invalid
-body (400), 3002 throttled (429, with ``Retry-After``), 3003 body too large (413), 5001 vector
+body (400), 3002 throttled (429, with ``Retry-After``: the agent's budget, or its address past
+API_THROTTLE_FAILED_AUTH failed keys), 3003 body too large (413), 5001 vector
 search unavailable (503).
 
 The token's agent is the caller: its throttle budget is the one every agent-facing endpoint
@@ -25,8 +26,8 @@ from rest_framework.views import APIView
 
 from config.exception_handlers import _first_message
 from retrieval.agents.identity import agent_for_user
-from retrieval.agents.throttling import AgentThrottle
-from retrieval.agents.tokens import token_user
+from retrieval.agents.throttling import AgentThrottle, failed_auth_spend, refused_keys, request_address
+from retrieval.agents.tokens import token_digest, token_lookup
 from retrieval.entrypoints.dify import (
     DifyInputError,
     SearchUnavailable,
@@ -53,10 +54,18 @@ class DifyBearerAuthentication(BaseAuthentication):
             raise DifyError(
                 403, 1001, "Invalid Authorization header format. Expected 'Bearer <api-key>' format."
             )
-        user = token_user(key)
+        wait = refused_keys.wait(token_digest(key))  # refused just now: no database lookup
+        if wait is not None:
+            raise exceptions.Throttled(wait)
+        token = token_lookup(key)
+        user = token.user if token is not None and token.user.is_active else None
         if user is None:
+            # A failed key spends its address's failed keys: past them, 3002 (429) instead.
+            wait = failed_auth_spend(request_address(request))
+            if wait is not None:
+                raise exceptions.Throttled(wait)
             raise DifyError(403, 1002, "Authorization failed")
-        return user, None
+        return user, token
 
 
 class DifyBearerScheme(OpenApiAuthenticationExtension):

@@ -33,6 +33,8 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
+from retrieval.agents.texts import echoed
+
 STRING_OPERATORS = ("is", "is not", "contains", "not contains", "start with", "end with")
 LIST_OPERATORS = ("in", "not in")
 VALUELESS_OPERATORS = ("empty", "not empty")
@@ -268,7 +270,7 @@ def _value_clean(operator: str, value: Any, *, where: str) -> Any:
             return value  # Dify compares "=" / "≠" with a text value as text
         if number is None:
             kind = "a number" if operator in NUMBER_OPERATORS else "a time (Unix timestamp or ISO 8601 date)"
-            raise _fail(where, f"'{operator}' needs {kind}; got {value!r}")
+            raise _fail(where, f"'{operator}' needs {kind}; got {echoed(value)}")
         return number
     if operator in LIST_OPERATORS:
         if isinstance(value, str):

@@ -1,18 +1,26 @@
 """The guard in front of MCP's streamable HTTP transport (``/mcp``): who may talk, from where,
-how often, and with how many open sessions.
+how often, how much, and with how many open sessions.
 
 In order, for every request:
 1. ``Host`` must be one of Django's ALLOWED_HOSTS (400 ``bad_host``);
-2. an ``Origin`` header, when sent (browsers always send it), must be an allowed host or one of
-   CSRF_TRUSTED_ORIGINS (403 ``bad_origin``): the MCP specification requires servers to check it,
-   against DNS-rebinding pages driving a local server;
-3. the tool token (``Authorization: Token <key>``, or ``Bearer``), as the REST API checks it
-   (401);
-4. a request without ``Mcp-Session-Id`` opens a session: refused with 429 ``too_many_sessions``
+2. an ``Origin`` header, when sent (browsers always send it), must be this server's own origin
+   (scheme, host and port) or one of CSRF_TRUSTED_ORIGINS, by Django's CSRF rule (403
+   ``bad_origin``): the MCP specification requires servers to check it, against DNS-rebinding
+   pages and other local programs driving a local server;
+3. the tool token (``Authorization: Token <key>``, or ``Bearer``), looked up as the REST API
+   looks it up (401); a key that fails spends one of the client address's failed keys
+   (API_THROTTLE_FAILED_AUTH), past which the answer is 429 ``throttled``;
+4. every request, whatever its JSON-RPC method (``initialize``, ``tools/list``, ``tools/call``,
+   ``prompts/get``, notifications, the GET stream, DELETE), spends one call of the agent's budget,
+   the one REST spends (``retrieval.agents.throttling``): 429 ``throttled`` with ``Retry-After``;
+5. a POST body is read whole before the MCP library sees it: over DATA_UPLOAD_MAX_MEMORY_SIZE
+   413 ``request_too_large``; not UTF-8 or nested deeper than ``mcp_checks.MAX_JSON_DEPTH`` 400 ``parse_error``;
+   JSON but not one JSON-RPC message 400 ``invalid_message`` naming the field; a request whose
+   id is that of one of the session's requests still being answered 409 ``id_in_use`` (the
+   library would leave the first without an answer, its connection open indefinitely);
+6. a request without ``Mcp-Session-Id`` opens a session: refused with 429 ``too_many_sessions``
    when the agent already holds MCP_MAX_SESSIONS_PER_AGENT open ones, so one agent cannot fill
-   the SDK's global session table and lock everyone out;
-5. every ``tools/call`` and ``prompts/get`` in the body spends one call of the agent's throttle
-   budget, the one REST spends (``retrieval.agents.throttling``): 429 ``throttled`` with ``Retry-After``.
+   the SDK's global session table and lock everyone out.
 
 The session is bound to the token that opened it: the SDK compares the principal set here in
 ``scope["user"]`` with the session's opener and answers a request from any other token exactly
@@ -24,7 +32,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from urllib.parse import urlsplit
+import math
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -34,12 +43,11 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 
 from retrieval.agents.identity import Agent, agent_for_user
-from retrieval.agents.throttling import agent_budget_spend
-from retrieval.agents.tokens import token_user
+from retrieval.agents.throttling import agent_budget_spend, failed_auth_spend, refused_keys
+from retrieval.agents.tokens import token_digest, token_user
+from retrieval.entrypoints.mcp_checks import json_body_check, origin_allowed, request_scheme
 
 AGENT_SCOPE_KEY = "agentkb.agent"  # the calling Agent, set in the ASGI scope for the tools
-# JSON-RPC methods that do work for the agent and so spend its budget.
-BUDGETED_METHODS = frozenset({"tools/call", "prompts/get"})
 # Retry-After of a refused session: idle sessions close by themselves (the SDK's idle timeout).
 SESSION_RETRY_AFTER_S = 60
 
@@ -69,32 +77,12 @@ def _principal(agent: Agent, key: str) -> AuthenticatedUser:
     )
 
 
-def origin_allowed(origin: str) -> bool:
-    """An Origin header's value against ALLOWED_HOSTS and CSRF_TRUSTED_ORIGINS (Django's rules:
-    exact origins, or ``scheme://*.domain`` for subdomains)."""
-    parts = urlsplit(origin)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return False  # includes the opaque "null" origin of sandboxed pages and files
-    for trusted in getattr(settings, "CSRF_TRUSTED_ORIGINS", []):
-        if origin == trusted:
-            return True
-        if "://*." in trusted:
-            scheme, _, domain = trusted.partition("://*.")
-            if parts.scheme == scheme and (parts.netloc == domain or parts.netloc.endswith("." + domain)):
-                return True
-    host, _ = split_domain_port(parts.netloc)
-    return bool(host) and validate_host(host, settings.ALLOWED_HOSTS)
-
-
-def _budgeted_calls(body: bytes) -> int:
-    """How many budgeted JSON-RPC requests a POST body holds (a batch may hold several).
-    A body that is not JSON holds none: the SDK answers it with its parse error."""
-    try:
-        message = json.loads(body)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return 0
-    messages = message if isinstance(message, list) else [message]
-    return sum(1 for m in messages if isinstance(m, dict) and m.get("method") in BUDGETED_METHODS)
+def _in_flight_key(agent: Agent, session: str | None, message: Any) -> tuple[int, str, str] | None:
+    """What identifies a request while it is answered: the agent (so another token presenting the
+    session id cannot collide with it), the session, the JSON-RPC id (typed: 1 is not "1")."""
+    if session is None or not isinstance(message, dict) or "method" not in message or "id" not in message:
+        return None
+    return agent.id, session, json.dumps(message["id"])
 
 
 def open_sessions_of(manager, agent: Agent) -> int:
@@ -112,6 +100,8 @@ class McpTokenAuth:
         self.app = app
         self.manager = manager
         self._open_locks: dict[int, asyncio.Lock] = {}
+        # (agent, session, request id) of the requests being answered now (``_in_flight_key``).
+        self._in_flight: set[tuple[int, str, str]] = set()
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -120,15 +110,18 @@ class McpTokenAuth:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         host, _ = split_domain_port(headers.get("host", ""))
         if not host or not validate_host(host, settings.ALLOWED_HOSTS):
-            await _refuse(send, 400, "bad_host", f"host {headers.get('host', '')!r} is not allowed")
+            await _refuse(send, 400, "bad_host", f"host {headers.get('host', '')[:200]!r} is not allowed")
             return
         origin = headers.get("origin")
-        if origin is not None and not origin_allowed(origin):
+        if origin is not None and not origin_allowed(
+            origin, scheme=request_scheme(scope, headers), host=headers["host"]
+        ):
             await _refuse(
                 send,
                 403,
                 "bad_origin",
-                f"origin {origin[:200]!r} is not allowed (ALLOWED_HOSTS, CSRF_TRUSTED_ORIGINS)",
+                f"origin {origin[:200]!r} is not allowed (CSRF_TRUSTED_ORIGINS, or this server's own "
+                "scheme, host and port)",
             )
             return
         scheme, _, key = headers.get("authorization", "").strip().partition(" ")
@@ -136,11 +129,30 @@ class McpTokenAuth:
         if scheme.lower() not in ("token", "bearer") or not key:
             await _refuse(send, 401, "not_authenticated", "Authentication credentials were not provided.")
             return
+        # An agent this process just refused is refused again before the database is asked.
+        digest = token_digest(key)
+        wait = refused_keys.wait(digest)
+        if wait is not None:
+            await _refuse_throttled(send, wait)
+            return
         agent = await sync_to_async(db_call)(_token_agent, key=key)
         if agent is None:
+            client = scope.get("client")
+            wait = await sync_to_async(failed_auth_spend)(client[0] if client else None)
+            if wait is not None:
+                await _refuse_throttled(send, wait)
+                return
             await _refuse(send, 401, "authentication_failed", "Invalid token.")
             return
+        # Every request spends one call, whatever its method (initialize, tools/list, a stream,
+        # a DELETE): the agent's own budget, the one REST spends.
+        wait = await sync_to_async(agent_budget_spend)(agent.budget_id)
+        if wait is not None:
+            refused_keys.remember(digest, wait)
+            await _refuse_throttled(send, wait)
+            return
 
+        in_flight = None
         if scope.get("method") == "POST":
             limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 10 * 1024 * 1024
             body, complete = await _read_body(receive, limit=limit)
@@ -149,25 +161,44 @@ class McpTokenAuth:
                     send,
                     413,
                     "request_too_large",
-                    f"The request body is larger than {limit:,} bytes (DATA_UPLOAD_MAX_MEMORY_SIZE).",
+                    f"body: the request body is larger than {limit:,} bytes (DATA_UPLOAD_MAX_MEMORY_SIZE).",
                 )
                 return
-            for _ in range(_budgeted_calls(body)):
-                wait = await sync_to_async(agent_budget_spend)(agent.budget_id)
-                if wait is not None:
-                    await _refuse(
-                        send,
-                        429,
-                        "throttled",
-                        f"Request was throttled. Expected available in {int(wait)} seconds.",
-                        retry_after=int(wait),
-                        details={"retry_after_seconds": int(wait)},
-                    )
-                    return
+            # A large body takes tens of milliseconds to scan and parse: off the event loop.
+            if len(body) > 64 * 1024:
+                problem, message = await sync_to_async(json_body_check, thread_sensitive=False)(body)
+            else:
+                problem, message = json_body_check(body)
+            if problem is not None:
+                await _refuse(send, 400, *problem)
+                return
+            in_flight = _in_flight_key(agent, headers.get("mcp-session-id"), message)
+            if in_flight is not None and in_flight in self._in_flight:
+                # The library keys a session's pending answers by request id: a second request
+                # with the id of one still being answered takes its place, and the first never
+                # gets an answer (its connection held open by the stream's pings, indefinitely).
+                await _refuse(
+                    send,
+                    409,
+                    "id_in_use",
+                    f"id: request {json.dumps(message['id'])[:64]} of this session is still being answered; a "
+                    "session's requests in flight need ids of their own (JSON-RPC)",
+                )
+                return
             receive = _replay(body, receive)
 
-        scope = {**scope, AGENT_SCOPE_KEY: agent, "user": _principal(agent, key)}
-        opens_session = scope.get("method") == "POST" and "mcp-session-id" not in headers
+        if in_flight is not None:
+            self._in_flight.add(in_flight)
+        try:
+            scope = {**scope, AGENT_SCOPE_KEY: agent, "user": _principal(agent, key)}
+            opens_session = scope.get("method") == "POST" and "mcp-session-id" not in headers
+            await self._forward(scope, receive, send, agent=agent, opens_session=opens_session)
+        finally:
+            if in_flight is not None:
+                self._in_flight.discard(in_flight)
+
+    async def _forward(self, scope, receive, send, *, agent: Agent, opens_session: bool) -> None:
+        """To the library, past the per-agent cap on open sessions for a request that opens one."""
         if not opens_session or self.manager is None or not settings.MCP_MAX_SESSIONS_PER_AGENT:
             await self.app(scope, receive, send)
             return
@@ -239,6 +270,17 @@ def _json_error(
     if retry_after is not None:
         start["headers"].append((b"retry-after", str(max(1, retry_after)).encode()))
     return start, body
+
+
+async def _refuse_throttled(send, wait: float) -> None:
+    await _refuse(
+        send,
+        429,
+        "throttled",
+        f"Request was throttled. Expected available in {math.ceil(wait)} seconds.",
+        retry_after=math.ceil(wait),
+        details={"retry_after_seconds": math.ceil(wait)},
+    )
 
 
 async def _refuse(send, status: int, code: str, message: str, **extra) -> None:

@@ -21,8 +21,10 @@ FastMCP runs tools on the event loop; the ORM may not, so each tool hands its wo
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 
+import pydantic
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ValidationError
 from mcp.server.fastmcp import Context, FastMCP
@@ -38,6 +40,8 @@ from retrieval.entrypoints.mcp_http import AGENT_SCOPE_KEY, McpTokenAuth, db_cal
 from retrieval.entrypoints.mcp_schema import lookup_arguments
 from retrieval.selectors import executor_prompt_get, lookup_tool_definition, planner_prompt_render
 from retrieval.services import lookup_knowledge as lookup_knowledge_service
+
+logger = logging.getLogger(__name__)
 
 SERVER_NAME = "agentkb"
 STDIO_AGENT = "mcp-stdio"
@@ -89,12 +93,64 @@ def _lookup_in_agent_language(*, token_agent: Agent | None, **kwargs):
     return lookup_knowledge_service(**kwargs, language=_language(token_agent))
 
 
+def _argument_errors(exc: BaseException) -> str | None:
+    """``field: message; ...`` from the first pydantic ValidationError in ``exc``'s chain (how the
+    SDK reports arguments that do not fit a tool's or prompt's signature), or None."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, pydantic.ValidationError):
+            return "; ".join(
+                f"{'.'.join(str(part) for part in error['loc']) or 'arguments'}: "
+                + (
+                    "not an argument it takes"
+                    if error["type"] == "unexpected_keyword_argument"
+                    else error["msg"]
+                )
+                for error in seen.errors(include_url=False, include_input=False, include_context=False)
+            )
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+class AgentkbMCP(FastMCP):
+    """FastMCP whose errors name the argument at fault, as REST's do, and never the Python behind
+    a tool or prompt: the SDK's own texts read "1 validation error for
+    build_server.<locals>.planner", "... for lookup_knowledgeArguments", echo the input and link
+    pydantic's site. An unexpected failure is logged and answered in general terms."""
+
+    async def call_tool(self, name: str, arguments: dict):
+        try:
+            return await super().call_tool(name, arguments)
+        except ToolError as exc:
+            fields = _argument_errors(exc)
+            if fields is not None:
+                raise ToolError(f"{name}: {fields}") from None
+            if isinstance(exc.__cause__, ToolError):  # raised by agentkb's tool: names the field
+                raise ToolError(f"{name}: {exc.__cause__}") from None
+            if name not in {tool.name for tool in await self.list_tools()}:
+                raise ToolError(f"unknown tool {agent_texts.echoed(name)}") from None
+            logger.error("MCP tool %s failed", name, exc_info=exc.__cause__ or exc)
+            raise ToolError(f"{name}: the call failed on the server; try again later") from None
+
+    async def get_prompt(self, name: str, arguments: dict | None = None):
+        try:
+            return await super().get_prompt(name, arguments)
+        except ValueError as exc:
+            fields = _argument_errors(exc)
+            if fields is not None:
+                raise ValueError(f"{name}: {fields}") from None
+            if name not in {prompt.name for prompt in await self.list_prompts()}:
+                raise ValueError(f"unknown prompt {agent_texts.echoed(name)}") from None
+            logger.error("MCP prompt %s failed: %s", name, exc)
+            raise ValueError(f"{name}: the prompt could not be rendered; try again later") from None
+
+
 def build_server(*, agent: str | None = None) -> FastMCP:
     """A FastMCP server with agentkb's tools and prompts.
 
     ``agent`` names the caller in recorded invocations on stdio (HTTP uses the token's agent).
     """
-    server = FastMCP(
+    server = AgentkbMCP(
         SERVER_NAME,
         instructions=agent_texts.text("mcp_instructions"),
         streamable_http_path="/mcp",

@@ -40,8 +40,8 @@ def test_staff_revoke_a_tool_token_in_the_admin_and_it_stops_working_at_once(adm
     agent = _agent(token.key)
     assert _lookup(agent).status_code == 200
 
-    # The admin's token page (DRF's, keyed by the agent user) deletes it: that is revocation
-    page = reverse("admin:authtoken_tokenproxy_delete", args=[token.user_id])
+    # The admin's token page deletes it: that is revocation
+    page = reverse("admin:retrieval_agenttoken_delete", args=[token.token.pk])
     assert admin_client.get(page).status_code == 200
     response = admin_client.post(page, {"post": "yes"})
     assert response.status_code == 302
@@ -63,7 +63,7 @@ STAFF_PAGES = [
     "admin:observability_hittest_changelist",
     "admin:observability_toolinvocation_changelist",
     "admin:knowledge_apidocument_bulk_upload",
-    "admin:authtoken_tokenproxy_changelist",
+    "admin:retrieval_agenttoken_changelist",
 ]
 
 
@@ -91,7 +91,7 @@ def test_dashboards_hit_testing_uploads_and_tokens_are_for_staff_only(client, dj
     [
         ("admin:observability_hittest_changelist", {"query": "ERR_TIMEOUT"}),
         ("admin:knowledge_apidocument_bulk_upload", {}),
-        ("admin:authtoken_tokenproxy_add", {"user": "1"}),
+        ("admin:retrieval_agenttoken_add", {"agent": "csrf-agent"}),
     ],
 )
 def test_admin_forms_refuse_posts_without_the_csrf_token(admin_user, name, data):

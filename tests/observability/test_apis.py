@@ -1,10 +1,10 @@
 """POST /api/tools/lookup_knowledge/feedback: agents judge a lookup's result (token auth)."""
 
 import pytest
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from observability.models import InvocationFeedback
+from retrieval.agents.tokens import agent_token_issue
 from tests.observability.factories import ToolInvocationFactory
 
 URL = "/api/tools/lookup_knowledge/feedback"
@@ -18,7 +18,7 @@ def agent_user(db, django_user_model):
 @pytest.fixture
 def agent(agent_user):
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=agent_user).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {agent_token_issue(user=agent_user).key}")
     return client
 
 

@@ -26,7 +26,7 @@ from tests.retrieval.test_mcp_server import LiveAsgi
 
 def _client(language: str | None):
     """A tool token whose agent has a profile asking for ``language`` (None: no profile at all)."""
-    token = tool_token_issue(name=f"agent-{language or 'none'}")
+    token = tool_token_issue(name=f"agent-{ {'': 'default', None: 'none'}.get(language, language) }")
     if language is not None:
         AgentProfile.objects.update_or_create(user=token.user, defaults={"language": language})
     client = APIClient()

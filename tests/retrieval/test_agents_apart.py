@@ -178,15 +178,14 @@ def test_one_budget_per_agent_across_every_endpoint_and_every_429_says_when(worl
         assert int(refused["Retry-After"]) >= 1, url
     # A second token of the same agent gets no extra budget.
     second_token = APIClient()
-    from rest_framework.authtoken.models import Token
-
-    Token.objects.filter(user__username=honest.name).delete()
-    second_token.credentials(HTTP_AUTHORIZATION=f"Token {tool_token_issue(name=honest.name).key}")
+    second_token.credentials(
+        HTTP_AUTHORIZATION=f"Token {tool_token_issue(name=honest.name, rotate=True).key}"
+    )
     assert second_token.post(LOOKUP, endpoints[0][2], format="json").status_code == 429
 
     # Dify's endpoint spends the same budget and its 429 says when, in Dify's error format.
     dify = APIClient()
-    dify.credentials(HTTP_AUTHORIZATION=f"Bearer {tool_token_issue(name=honest.name).key}")
+    dify.credentials(HTTP_AUTHORIZATION=f"Bearer {tool_token_issue(name=honest.name, rotate=True).key}")
     body = {
         "knowledge_id": "api",
         "query": "ERR_TIMEOUT",

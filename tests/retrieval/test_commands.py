@@ -5,9 +5,9 @@ from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
-from rest_framework.authtoken.models import Token
 
 from observability.models import ToolInvocation
+from retrieval.agents.tokens import token_lookup
 
 pytestmark = pytest.mark.django_db
 
@@ -52,4 +52,4 @@ def test_issue_tool_token_prints_the_key_alone_on_the_last_line():
     out, err = StringIO(), StringIO()
     call_command("issue_tool_token", "support-bot", stdout=out, stderr=err)
     key = out.getvalue().strip().splitlines()[-1]
-    assert Token.objects.get(user__username="support-bot").key == key
+    assert token_lookup(key).user.username == "support-bot"

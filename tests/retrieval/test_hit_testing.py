@@ -8,12 +8,11 @@ import uuid
 
 import pytest
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
 
 from knowledge.lexical import get_lexical_engine
 from knowledge.models import DocumentChunk, KnowledgeDomain
 from observability.models import ToolInvocation
-from retrieval.agents.tokens import tool_token_issue
+from retrieval.agents.tokens import agent_token_issue, tool_token_issue
 from retrieval.agents.tracker import get_tracker, reset_tracker
 from retrieval.lookup.corpus import corpus_signature_forget
 from retrieval.lookup.keyword_index import keyword_index_forget
@@ -179,8 +178,7 @@ def test_hostile_query_chunk_text_and_agent_names_render_safely(
     # A user name holds 150 characters (MariaDB enforces it): a shorter tower.
     # tool_token_issue refuses such names; a user written straight into the database still has one.
     hostile_agent = django_user_model.objects.create(username=script + "e" + "\u0301" * 100)
-    Token.objects.create(user=hostile_agent)
-    AgentProfile.objects.create(user=hostile_agent)
+    agent_token_issue(user=hostile_agent)  # its token and profile
     response = admin_client.get(
         reverse(URL), {"query": "数据库连接池配置 " + script + COMBINING, "agent": hostile_agent.pk}
     )

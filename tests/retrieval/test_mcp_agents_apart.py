@@ -115,10 +115,10 @@ def test_another_token_presenting_a_session_id_gets_the_unknown_session_answer(c
     assert own.status_code == 200 and "api/error-codes.md" in own.text
 
 
-def test_mcp_tool_calls_spend_the_rest_budget_and_the_429_says_when(corpus, live_asgi, tokens, settings):
+def test_mcp_requests_spend_the_rest_budget_and_the_429_says_when(corpus, live_asgi, tokens, settings):
     seed_documents(corpus)
     honest, hostile = tokens
-    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"tool": "4/min"}}
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"tool": "6/min"}}
     base = f"http://127.0.0.1:{live_asgi.port}"
     rest = httpx.post(
         f"{base}/api/tools/lookup_knowledge",
@@ -127,7 +127,8 @@ def test_mcp_tool_calls_spend_the_rest_budget_and_the_429_says_when(corpus, live
         timeout=30,
     )
     assert rest.status_code == 200
-    session = _session(live_asgi.mcp_url, honest)  # opening a session spends nothing
+    # Opening a session spends too: initialize and notifications/initialized are requests.
+    session = _session(live_asgi.mcp_url, honest)
     statuses = []
     for i in range(4):
         response = httpx.post(
@@ -174,14 +175,15 @@ def test_one_agent_cannot_hold_more_than_its_share_of_sessions(live_asgi, tokens
     [
         ("http://evil.example", False),
         ("null", False),
-        ("http://127.0.0.1", True),
-        ("http://localhost:8000", True),
+        ("http://127.0.0.1:{port}", True),  # this server's own origin
+        ("http://127.0.0.1", False),  # another port (80): another origin
+        ("http://localhost:8000", False),  # an allowed host, but not the port this server is on
         ("https://agents.example.com", True),  # a CSRF_TRUSTED_ORIGINS entry
     ],
 )
 def test_the_origin_header_is_checked(live_asgi, tokens, settings, origin, allowed):
     settings.CSRF_TRUSTED_ORIGINS = ["https://agents.example.com"]
-    response = _open(live_asgi.mcp_url, tokens[0], Origin=origin)
+    response = _open(live_asgi.mcp_url, tokens[0], Origin=origin.format(port=live_asgi.port))
     if allowed:
         assert response.status_code == 200, response.text
     else:

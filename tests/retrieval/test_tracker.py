@@ -118,7 +118,7 @@ def test_a_ttl_of_zero_or_less_keeps_sessions_in_both_stores(settings, redis_pre
     assert tracker.get_retrieved_domains("s1") == ["api"]
     if backend == "redis":
         assert all(tracker.client.ttl(k) == -1 for k in tracker.keys("s1"))  # no expiry set
-        tracker.client.delete(*tracker.keys("s1"))
+        tracker.client.delete(*tracker.keys("s1"), tracker.agent_index_key("s1"))
 
 
 @pytest.mark.services
@@ -172,7 +172,7 @@ def test_two_processes_marking_one_session_through_redis_lose_nothing(settings, 
     assert len(snapshot.domain_list) == 7  # each domain once, in first-retrieved order
     for domain, docs in snapshot.domains.items():
         assert all(int(d.split("-")[1].removesuffix(".md")) % 7 == int(domain[-1]) for d in docs)
-    tracker.client.delete(*tracker.keys("shared"))
+    tracker.client.delete(*tracker.keys("shared"), tracker.agent_index_key("shared"))
 
 
 # --- choosing the store ----------------------------------------------------------------------------

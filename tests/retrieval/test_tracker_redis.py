@@ -46,7 +46,7 @@ def test_a_session_ttl_of_zero_or_less_sets_no_expiry(settings, ttl):
         assert tracker.snapshot("s1").domains == {"api": ["a.md"]}
         assert [tracker.client.ttl(key) for key in tracker.keys("s1")] == [-1, -1]
     finally:
-        tracker.client.delete(*tracker.keys("s1"))
+        tracker.client.delete(*tracker.keys("s1"), tracker.agent_index_key("s1"))
 
 
 def test_session_keys_are_the_prefix_and_a_hash_tag_of_the_session():
@@ -66,4 +66,4 @@ def test_a_one_second_ttl_is_renewed_by_a_read(settings):
         assert tracker.snapshot("s1").domains == {"api": ["a.md"]}
         assert [tracker.client.ttl(key) for key in tracker.keys("s1")] == [1, 1]
     finally:
-        tracker.client.delete(*tracker.keys("s1"))
+        tracker.client.delete(*tracker.keys("s1"), tracker.agent_index_key("s1"))

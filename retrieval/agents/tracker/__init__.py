@@ -9,6 +9,9 @@ API (the seed's names in Python form): ``mark_retrieved(session, domain, doc_key
 ``get_retrieved_domains(session)`` (first-retrieved order), ``clear_session(session)``,
 ``is_already_retrieved(session, doc_key)`` (ISS-001 name, delegates to ``is_doc_retrieved``), plus
 the one-round-trip primitives ``mark_many`` and ``snapshot`` the lookup uses.
+
+Both stores cap the sessions one agent holds (RETRIEVAL_MAX_SESSIONS_PER_AGENT, least recently
+used dropped first); ``sessions_evicted()`` counts the dropped ones.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ __all__ = [
     "fallback_tracker",
     "get_tracker",
     "reset_tracker",
+    "sessions_evicted",
     "tracker_backend",
 ]
 
@@ -61,10 +65,11 @@ def get_tracker() -> RetrievedDocTracker:
         with _lock:
             if _tracker is None:
                 ttl = int(settings.RETRIEVAL_SESSION_TTL)
+                cap = int(settings.RETRIEVAL_MAX_SESSIONS_PER_AGENT)
                 if tracker_backend() == "redis":
-                    _tracker = RedisTracker.from_url(settings.REDIS_URL, ttl=ttl)
+                    _tracker = RedisTracker.from_url(settings.REDIS_URL, ttl=ttl, max_sessions_per_agent=cap)
                 else:
-                    _tracker = MemoryTracker(ttl=ttl)
+                    _tracker = MemoryTracker(ttl=ttl, max_sessions_per_agent=cap)
     return _tracker
 
 
@@ -80,8 +85,23 @@ def fallback_tracker() -> MemoryTracker:
     if _fallback is None:
         with _lock:
             if _fallback is None:
-                _fallback = MemoryTracker(ttl=int(settings.RETRIEVAL_SESSION_TTL))
+                _fallback = MemoryTracker(
+                    ttl=int(settings.RETRIEVAL_SESSION_TTL),
+                    max_sessions_per_agent=int(settings.RETRIEVAL_MAX_SESSIONS_PER_AGENT),
+                )
     return _fallback
+
+
+def sessions_evicted() -> int:
+    """Sessions the action memory dropped because their agent held more than
+    RETRIEVAL_MAX_SESSIONS_PER_AGENT (least recently used first): the configured store's count
+    (Redis: every process's, kept in Redis; memory: this process's since it started), plus this
+    process's fallback store's during Redis outages. Raises TrackerUnavailable when Redis does
+    not answer. For the dashboards."""
+    evicted = get_tracker().sessions_evicted()
+    if _fallback is not None:
+        evicted += _fallback.sessions_evicted()
+    return evicted
 
 
 def reset_tracker() -> None:

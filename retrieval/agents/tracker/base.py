@@ -39,6 +39,11 @@ class RetrievedDocTracker(ABC):
     def clear_session(self, session_id: str) -> None:
         """Forget the session."""
 
+    def sessions_evicted(self) -> int:
+        """Sessions this store dropped because their agent held more than
+        RETRIEVAL_MAX_SESSIONS_PER_AGENT (least recently used first)."""
+        return 0
+
     # --- the seed's API (markRetrieved, isDocRetrieved, ...) ---------------------------------
     def mark_retrieved(self, session_id: str, domain: str, doc_key: str) -> None:
         self.mark_many(session_id, [(domain, doc_key)])
@@ -55,3 +60,30 @@ class RetrievedDocTracker(ABC):
     def is_already_retrieved(self, session_id: str, doc_key: str) -> bool:
         """The ISS-001 name (seed 004 Part A); same meaning as ``is_doc_retrieved``."""
         return self.is_doc_retrieved(session_id, doc_key)
+
+
+# --- keys: whose session it is ----------------------------------------------------------------
+def memory_session_key(*, agent_id: int | None, agent: str, session_id: str) -> str:
+    """The action-memory key of ``session_id`` for one agent.
+
+    ``a<user id>:`` for token agents, ``n<len>:<name>:`` for named local callers (the length keeps
+    "x:y" + "z" apart from "x" + "y:z"). Every key is prefixed, so no session id a client chooses
+    can name another agent's session.
+    """
+    if agent_id is not None:
+        return f"a{agent_id}:{session_id}"
+    return f"n{len(agent)}:{agent}:{session_id}"
+
+
+def memory_key_owner(key: str) -> str:
+    """The agent part of an action-memory key (``memory_session_key``): ``a<user id>`` or
+    ``n<len>:<name>``; "" for a key of neither form (a test's, or one written before keys were
+    per agent). What the action memory caps sessions by."""
+    if key.startswith("a"):
+        head, sep, _ = key.partition(":")
+        return head if sep and head[1:].isdigit() else ""
+    if key.startswith("n"):
+        length, sep, rest = key[1:].partition(":")
+        if sep and length.isdigit() and len(rest) > int(length) and rest[int(length)] == ":":
+            return f"n{length}:{rest[: int(length)]}"
+    return ""

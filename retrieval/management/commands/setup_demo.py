@@ -3,7 +3,9 @@
 It lives in retrieval because it issues a tool token (retrieval.agents.tokens): retrieval may import
 knowledge, never the other way round.
 
-Safe to run again: existing users and tokens are kept and printed again, and the demo knowledge
+Safe to run again: existing users and tokens are kept and printed again (the demo agent's key is
+read back from var/demo-credentials.json: only a hash of it is in the database; a key that no
+longer works there is replaced by a new one), and the demo knowledge
 base (knowledge/demo_corpus) is loaded once only: documents deleted later do not come back.
 Loading stores the documents and queues their indexing; the worker started by `make run` indexes
 them (the vector store is not needed here).
@@ -22,7 +24,7 @@ from config.env import VAR_DIR
 from knowledge.models import ApiDocument
 from knowledge.services.documents import FAILED
 from knowledge.services.uploads import folder_items, items_ingest
-from retrieval.agents.tokens import tool_token_issue
+from retrieval.agents.tokens import token_user, tool_token_issue
 
 DEMO_ADMIN = "admin"
 DEMO_AGENT = "demo-agent"
@@ -46,8 +48,8 @@ class Command(BaseCommand):
             user_model.objects.create_superuser(DEMO_ADMIN, email="admin@example.com", password=password)
             stored["admin_password"] = password
         password = stored.get("admin_password", "(unchanged: set before this file existed)")
-        token = tool_token_issue(name=DEMO_AGENT)
-        stored["agent_token"] = token.key
+        key = self._demo_agent_key(stored.get("agent_token", ""))
+        stored["agent_token"] = key
         corpus_note = self._load_demo_corpus(stored)
         VAR_DIR.mkdir(parents=True, exist_ok=True)
         credentials_file.write_text(json.dumps(stored, indent=2))
@@ -55,8 +57,15 @@ class Command(BaseCommand):
 
         self.stdout.write(self.style.SUCCESS("agentkb demo credentials (also in var/demo-credentials.json)"))
         self.stdout.write(f"  admin login : {DEMO_ADMIN} / {password}")
-        self.stdout.write(f"  agent token : {token.key}   (agent '{DEMO_AGENT}')")
+        self.stdout.write(f"  agent token : {key}   (agent '{DEMO_AGENT}')")
         self.stdout.write(f"  knowledge   : {corpus_note}")
+
+    def _demo_agent_key(self, stored_key: str) -> str:
+        """The demo agent's key: the stored one while it still works, else a new one."""
+        user = token_user(stored_key)
+        if user is not None and user.get_username() == DEMO_AGENT:
+            return stored_key
+        return tool_token_issue(name=DEMO_AGENT, rotate=True).key
 
     def _load_demo_corpus(self, stored: dict) -> str:
         """Load the demo knowledge base on first start only (remembered in demo-credentials.json)."""
