@@ -27,7 +27,6 @@ signature the index was built with; ``signature_problem`` reports a mismatch (th
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import os
@@ -39,6 +38,7 @@ from pathlib import Path
 
 import tantivy
 
+from config.file_locks import file_lock
 from knowledge.lexical.analyser import analyser_signature
 from knowledge.lexical.engine import LexicalChunk, LexicalEntry, LexicalHit, LexicalIndexError
 
@@ -228,23 +228,11 @@ class TantivyLexicalIndex:
     # --- writing ---------------------------------------------------------------------------
     @contextlib.contextmanager
     def _writer_lock(self) -> Iterator[None]:
-        self.path.mkdir(parents=True, exist_ok=True)
-        with open(self.path / LOCK_FILE, "a+") as handle:
-            deadline = time.monotonic() + self.lock_timeout
-            while True:
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise LexicalIndexError(
-                            f"the lexical index writer stayed busy for {self.lock_timeout:.0f} s"
-                        ) from None
-                    time.sleep(0.02)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        def busy() -> LexicalIndexError:
+            return LexicalIndexError(f"the lexical index writer stayed busy for {self.lock_timeout:.0f} s")
+
+        with file_lock(self.path / LOCK_FILE, timeout=self.lock_timeout, poll=0.02, busy=busy):
+            yield
 
     @contextlib.contextmanager
     def writing(self, *, fresh: bool = False) -> Iterator[LexicalWrite]:

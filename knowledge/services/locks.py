@@ -9,13 +9,12 @@ Otherwise (the embedded default, one machine): an ``flock`` on a file under ``AG
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import time
 from collections.abc import Iterator
 
 from django.db import connection
 
 from config.env import VAR_DIR
+from config.file_locks import file_lock
 
 
 class LockTimeout(Exception):
@@ -38,19 +37,8 @@ def document_lock(*, document_id: int, timeout: float = 600.0) -> Iterator[None]
                 cursor.execute("SELECT RELEASE_LOCK(%s)", [name])
         return
 
-    folder = VAR_DIR / "locks"
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / f"index-{document_id}.lock", "a+") as handle:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise LockTimeout(f"document {document_id} is being indexed by another run") from None
-                time.sleep(0.05)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    def busy() -> LockTimeout:
+        return LockTimeout(f"document {document_id} is being indexed by another run")
+
+    with file_lock(VAR_DIR / "locks" / f"index-{document_id}.lock", timeout=timeout, poll=0.05, busy=busy):
+        yield

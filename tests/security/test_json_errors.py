@@ -148,7 +148,7 @@ ADMIN_LISTS = [
     "admin:observability_thresholdcalibration_changelist",
     "admin:knowledge_apidocument_changelist",
     "admin:knowledge_knowledgedomain_changelist",
-    "admin:authtoken_tokenproxy_changelist",
+    "admin:retrieval_agenttoken_changelist",
 ]
 
 

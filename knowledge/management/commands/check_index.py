@@ -46,21 +46,27 @@ class Command(BaseCommand):
         if not report.ok and not repair:
             raise CommandError("the index differs from the database; run with --repair to fix it")
 
+    def _print_drift(self, report, prefix: str, **kinds: str) -> None:
+        """One line per kind of drift found (its count and the first ids)."""
+        for name, what in kinds.items():
+            ids = getattr(report, name)
+            if ids:
+                more = f" (+{len(ids) - _SHOWN} more)" if len(ids) > _SHOWN else ""
+                self.stdout.write(f"{prefix}{name}: {len(ids)} {what}: {', '.join(ids[:_SHOWN])}{more}")
+
     def _print(self, report, *, repair: bool) -> None:
         self.stdout.write(
             f"{report.documents} documents, {report.chunks} chunks, {report.vectors} vectors"
             + (f"; {len(report.in_flight)} being indexed (skipped)" if report.in_flight else "")
         )
-        for name, what in (
-            ("missing", "chunks without a vector"),
-            ("orphaned", "vectors of deleted documents"),
-            ("stale", "vectors without a chunk row"),
-            ("wrong_domain", "vectors in the wrong domain"),
-        ):
-            ids = getattr(report, name)
-            if ids:
-                more = f" (+{len(ids) - _SHOWN} more)" if len(ids) > _SHOWN else ""
-                self.stdout.write(f"{name}: {len(ids)} {what}: {', '.join(ids[:_SHOWN])}{more}")
+        self._print_drift(
+            report,
+            "",
+            missing="chunks without a vector",
+            orphaned="vectors of deleted documents",
+            stale="vectors without a chunk row",
+            wrong_domain="vectors in the wrong domain",
+        )
         self._print_lexical(report.lexical)
         if report.ok:
             self.stdout.write(self.style.SUCCESS("index consistent"))
@@ -81,16 +87,14 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"lexical: needs a rebuild (`reindex --lexical-only`): {lexical.rebuild_needed}"
             )
-        for name, what in (
-            ("missing", "chunks without a lexical entry"),
-            ("orphaned", "entries of deleted documents"),
-            ("stale", "entries without a chunk row"),
-            ("wrong_domain", "entries in the wrong domain"),
-        ):
-            ids = getattr(lexical, name)
-            if ids:
-                more = f" (+{len(ids) - _SHOWN} more)" if len(ids) > _SHOWN else ""
-                self.stdout.write(f"lexical {name}: {len(ids)} {what}: {', '.join(ids[:_SHOWN])}{more}")
+        self._print_drift(
+            lexical,
+            "lexical ",
+            missing="chunks without a lexical entry",
+            orphaned="entries of deleted documents",
+            stale="entries without a chunk row",
+            wrong_domain="entries in the wrong domain",
+        )
         if lexical.rebuilt:
             self.stdout.write("lexical: rebuilt from the stored chunk text")
         elif lexical.repaired_documents:
