@@ -14,8 +14,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from config import file_locks
 from knowledge.models import ApiDocument, DocumentChunk
-from knowledge.services import indexing, locks
+from knowledge.services import indexing
 from knowledge.services.documents import document_ingest
 from knowledge.services.index_queue import IndexQueue
 from knowledge.services.indexing import DEFERRED, INDEXED, documents_index
@@ -96,7 +97,7 @@ def test_a_batch_tries_a_held_lock_once_and_does_not_wait_for_it(
     first, held, last = _three_documents()
     waits: list[float] = []
     monkeypatch.setattr(
-        locks,
+        file_locks,  # the file lock's polling (the embedded default's document lock)
         "time",
         SimpleNamespace(monotonic=time.monotonic, sleep=lambda s: (waits.append(s), time.sleep(s))),
     )
