@@ -206,7 +206,10 @@ class VectorStore:
         except VectorStoreError:
             raise
         except Exception as exc:
-            if "released" in str(exc).lower() or "not loaded" in str(exc).lower():
+            # Released by a restarted server, or being loaded by a concurrent call of this
+            # process (the fused search asks twice at once): load (waits for it) and retry once.
+            text = str(exc).lower()
+            if "released" in text or "not loaded" in text or "state 'loading'" in text:
                 try:
                     self.client().load_collection(self.collection)
                     return getattr(self.client(), fn_name)(*args, **kwargs)
