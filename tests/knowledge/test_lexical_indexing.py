@@ -178,8 +178,13 @@ def test_a_document_deleted_while_it_is_indexed_leaves_no_lexical_entry(
     assert lexical_ids() == set() and vector_store.count() == 0
 
 
+@pytest.mark.services
 @pytest.mark.django_db(transaction=True)
 def test_two_indexing_runs_at_once_both_land_in_the_lexical_index(vector_store, monkeypatch):
+    # Service-backed only: the embedded run's test database is in-memory SQLite in shared-cache
+    # mode, where two threads writing at once fail with "database table is locked" at once (no
+    # busy wait), whatever the lexical writer does. The writer lock itself is a file lock, the
+    # same with either database.
     first = uploaded_committed("first.md", 3)
     second = uploaded_committed("second.md", 3, domain="api")
     # (two first runs creating the Milvus collection at once collide in milvus-lite: not the point)
