@@ -32,11 +32,14 @@ run: install
 	@echo "  admin      http://127.0.0.1:$(PORT)/admin/"
 	@echo "  API docs   http://127.0.0.1:$(PORT)/api/docs/"
 	@echo "  health     http://127.0.0.1:$(PORT)/healthz"
-	@echo "  MCP        http://127.0.0.1:$(PORT)/mcp/  (streamable HTTP; stdio: python manage.py mcp_server)"
+	@echo "  MCP        http://127.0.0.1:$(PORT)/mcp/  (streamable HTTP; stdio: .venv/bin/python manage.py mcp_server)"
 	@MILVUS_URI=http://127.0.0.1:$(MILVUS_PORT) $(BIN)/python manage.py shell --no-imports -c \
 		"from config.debug import debug_banner, services_banner; print(services_banner()); print(debug_banner())"
-	@echo ""
-	AGENTKB_PORT=$(PORT) MILVUS_PORT=$(MILVUS_PORT) MILVUS_URI=http://127.0.0.1:$(MILVUS_PORT) \
+	@# var/run.json names what starts here; `manage.py` in another shell reads it (config/runfile.py).
+	@# $$$$ is this shell's pid, which honcho keeps through exec: the file is stale once it is gone.
+	@$(BIN)/python config/runfile.py --pid $$$$ --port $(PORT) --milvus-uri http://127.0.0.1:$(MILVUS_PORT) && \
+		echo "" && \
+		AGENTKB_PORT=$(PORT) MILVUS_PORT=$(MILVUS_PORT) MILVUS_URI=http://127.0.0.1:$(MILVUS_PORT) \
 		exec $(BIN)/honcho start -f Procfile
 
 # The whole suite. With DATABASE_URL (MySQL/MariaDB) and REDIS_URL set it also runs the

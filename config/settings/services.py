@@ -4,8 +4,10 @@ Each one is switchable from the environment; none is needed by the embedded defa
 """
 
 import os
+import sys
 
 from config.env import VAR_DIR, env
+from config.runfile import run_file_apply
 
 # --- Redis (broker, action memory and cache in production) -----------------------------------
 REDIS_URL = env.str("REDIS_URL", default="")
@@ -71,6 +73,17 @@ CELERY_TIMEZONE = "UTC"
 # --- Milvus ------------------------------------------------------------------------------------
 # A local path means embedded milvus-lite; http(s):// means a milvus-lite server, Milvus
 # standalone or a cluster.
+# manage.py commands (only they: AGENTKB_READ_RUN_FILE) use the Milvus a running `make run` started
+# when the environment names none (var/run.json, config/runfile.py).
+_RUN_FILE = (
+    run_file_apply(os.environ, VAR_DIR, sys.stderr)
+    if env.bool("AGENTKB_READ_RUN_FILE", default=False)
+    else None
+)
+# Where MILVUS_URI came from: "environment", "run file" (make run) or "default" (embedded file).
+MILVUS_URI_SOURCE = (
+    "run file" if _RUN_FILE else ("environment" if os.environ.get("MILVUS_URI") else "default")
+)
 MILVUS_URI = env.str("MILVUS_URI", default=str(VAR_DIR / "milvus.db"))
 if "://" not in MILVUS_URI:
     # pymilvus reads the same variable at import and refuses anything but a server URI there
