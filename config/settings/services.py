@@ -77,7 +77,7 @@ CELERY_TIMEZONE = "UTC"
 # when the environment names none (var/run.json, config/runfile.py).
 _RUN_FILE = (
     run_file_apply(os.environ, VAR_DIR, sys.stderr)
-    if env.bool("AGENTKB_READ_RUN_FILE", default=False)
+    if os.environ.get("AGENTKB_READ_RUN_FILE") == "1"
     else None
 )
 # Where MILVUS_URI came from: "environment", "run file" (make run) or "default" (embedded file).
