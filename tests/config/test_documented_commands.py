@@ -183,8 +183,8 @@ def _problems_of_python(args: list[str]) -> list[str]:
     if head == "-m":
         return [] if importlib.util.find_spec(rest[0]) else [f"no module {rest[0]}"]
     if head == "manage.py":
-        if not rest:
-            return []
+        if not rest or rest[0].isupper():
+            return []  # `manage.py` alone, or a placeholder (COMMAND) in prose
         parser = _manage_parser(rest[0])
         if parser is None:
             return [f"manage.py has no command {rest[0]!r}"]
