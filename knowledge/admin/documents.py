@@ -266,12 +266,38 @@ class DocumentChangeForm(forms.ModelForm):
 
 
 class MultipleFileInput(forms.ClearableFileInput):
+    """Several files; after a validation error that was not theirs, names the files the server
+    kept (``held_uploads``) and carries their tokens, as ``HeldFileInput`` does for one file."""
+
     allow_multiple_selected = True
+    held: list[tuple[str, str]] = []  # (token, file name) per kept file
+
+    def render(self, name, value, attrs=None, renderer=None):
+        html = super().render(name, value, attrs, renderer)
+        if not self.held:
+            return html
+        names = ", ".join(Truncator(file_name).chars(120) for _token, file_name in self.held)
+        return (
+            html
+            + format_html_join(
+                "", '<input type="hidden" name="{}-held" value="{}">', ((name, t) for t, _n in self.held)
+            )
+            + format_html(
+                '<p class="help" id="held-files"><strong>{}</strong></p>',
+                gettext(
+                    "Kept from your last try: %(names)s. Leave the files empty to upload them, or choose others."
+                )
+                % {"names": names},
+            )
+        )
 
 
 class MultipleFileField(forms.FileField):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("widget", MultipleFileInput())
+        # An empty file is that file's refusal (its own row, "file: is empty"), not the form's:
+        # a field error would reject every file picked with it, unnamed, and clear the input.
+        kwargs.setdefault("allow_empty_file", True)
         super().__init__(*args, **kwargs)
 
     def clean(self, data, initial=None):
@@ -282,8 +308,17 @@ class MultipleFileField(forms.FileField):
 
 
 class BulkUploadForm(forms.Form):
+    """Several files or zips. Each file's own fault is its row in the results; only a rule of the
+    whole upload (too many files, a zip past its limits) is a form error. When the form comes
+    back for another reason (a bad new domain) the files read are kept on the server
+    (``held_uploads``), so the next submit may leave the input empty."""
+
+    #: the staff user held files belong to (set per request by the bulk upload view)
+    held_owner: int | None = None
+
     files = MultipleFileField(
         label=_("Files"),
+        required=False,  # held files may stand in for them (checked in clean)
         help_text=_(
             "Several files (.md, .markdown, .txt, .pdf, .docx, .pptx, .xlsx, .csv, .html, .htm), or a "
             ".zip of a folder tree (top folder = domain when neither the frontmatter nor the choice "
@@ -297,6 +332,38 @@ class BulkUploadForm(forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["domain_choice"].choices = _domain_choices()
+        self.fields["files"].widget.held = []
+        self._held_tokens: list[str] = []
+
+    def _read(self, uploads) -> list[tuple[str, bytes]]:
+        if len(uploads) > settings.INGEST_MAX_FILES_PER_UPLOAD:
+            raise forms.ValidationError(
+                _("%(count)s files; the limit is %(limit)s per upload (INGEST_MAX_FILES_PER_UPLOAD)."),
+                params={"count": len(uploads), "limit": settings.INGEST_MAX_FILES_PER_UPLOAD},
+            )
+        read = []
+        for upload in uploads:
+            if upload.name.lower().endswith(".zip"):
+                limit = settings.INGEST_MAX_UNZIPPED_BYTES
+                read.append(
+                    (upload.name, _read_limited(upload, limit=limit, setting="INGEST_MAX_UNZIPPED_BYTES"))
+                )
+            else:
+                # At most one byte past the limit: enough for the service to refuse this file alone.
+                read.append((upload.name, upload.read(settings.INGEST_MAX_FILE_BYTES + 1)))
+        return read
+
+    def _held(self) -> list[tuple[str, bytes]]:
+        tokens = self.data.getlist("files-held") if hasattr(self.data, "getlist") else []
+        if not tokens:
+            raise forms.ValidationError(self.fields["files"].error_messages["required"], code="required")
+        held = [upload_held(owner=self.held_owner, token=token) for token in tokens]
+        if any(h is None for h in held):
+            raise forms.ValidationError(
+                gettext("The files chosen before are no longer kept: choose them again.")
+            )
+        self._held_tokens = tokens
+        return [h for h in held if h is not None]
 
     def clean(self):
         cleaned = super().clean()
@@ -304,20 +371,31 @@ class BulkUploadForm(forms.Form):
         uploads = cleaned.get("files") or []
         read: list[tuple[str, bytes]] = []
         try:
-            if len(uploads) > settings.INGEST_MAX_FILES_PER_UPLOAD:
-                raise forms.ValidationError(
-                    _("%(count)s files; the limit is %(limit)s per upload (INGEST_MAX_FILES_PER_UPLOAD)."),
-                    params={"count": len(uploads), "limit": settings.INGEST_MAX_FILES_PER_UPLOAD},
-                )
-            for upload in uploads:
-                is_zip = upload.name.lower().endswith(".zip")
-                limit = settings.INGEST_MAX_UNZIPPED_BYTES if is_zip else settings.INGEST_MAX_FILE_BYTES
-                setting = "INGEST_MAX_UNZIPPED_BYTES" if is_zip else "INGEST_MAX_FILE_BYTES"
-                read.append((upload.name, _read_limited(upload, limit=limit, setting=setting)))
+            read = self._read(uploads) if uploads else self._held()
         except forms.ValidationError as exc:
             self.add_error("files", exc)
         cleaned["read"] = read
         return cleaned
+
+    def full_clean(self):
+        super().full_clean()
+        if not self.is_bound or not self._errors:
+            return
+        read = (self.cleaned_data or {}).get("read") or []
+        if "files" in self._errors or not read or self.held_owner is None:
+            self.held_release()  # the files were what was wrong: the input asks for them again
+            return
+        tokens = self._held_tokens or [
+            upload_hold(owner=self.held_owner, name=name, data=data) for name, data in read
+        ]
+        self.fields["files"].widget.held = [
+            (token, name) for token, (name, _data) in zip(tokens, read, strict=True)
+        ]
+
+    def held_release(self) -> None:
+        """Drop the held files once they are uploaded (or no longer wanted)."""
+        for token in self._held_tokens:
+            upload_release(owner=self.held_owner, token=token)
 
 
 # --- admin -------------------------------------------------------------------------------------
@@ -561,6 +639,7 @@ class ApiDocumentAdmin(admin.ModelAdmin):
         results: list[IngestResult] = []
         if request.method == "POST":
             form = BulkUploadForm(request.POST, request.FILES)
+            form.held_owner = request.user.pk  # held files are this user's alone
             if form.is_valid():
                 try:
                     results = documents_upload(
@@ -568,7 +647,9 @@ class ApiDocumentAdmin(admin.ModelAdmin):
                     )
                 except UploadRejected as exc:
                     form.add_error("files", str(exc))
+                    form.held_release()  # the upload itself was refused: pick the files again
                 else:
+                    form.held_release()
                     form = BulkUploadForm()
         else:
             form = BulkUploadForm()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import io
 import zipfile
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
 from django.conf import settings
@@ -142,14 +142,26 @@ def zip_items(data: bytes, *, zip_name: str = "upload.zip") -> list[UploadItem]:
 
 
 def upload_items(files: Iterable[tuple[str, bytes]]) -> list[UploadItem]:
-    """Uploaded files (zips expanded) as items; raises UploadRejected if the upload breaks a rule."""
+    """Uploaded files (zips expanded) as items; raises UploadRejected if the upload breaks a rule.
+
+    A picked file's own fault (too large, an unsupported type; empty or unreadable ones fail when
+    parsed) is that file's row: the upload goes on with the others."""
     items: list[UploadItem] = []
     for name, data in files:
         if name.lower().endswith(".zip"):
             items.extend(zip_items(data, zip_name=name))
         else:
-            _limit_file(name, len(data))
-            items.append(_item(PurePosixPath(name.replace("\\", "/")).name, data, in_folder=False))
+            item = _item(PurePosixPath(name.replace("\\", "/")).name, data, in_folder=False)
+            if len(data) > settings.INGEST_MAX_FILE_BYTES:
+                # One picked file over the limit is refused on its own row; the others are stored.
+                # (A zip's members are not: a zip is checked, and refused, as one archive.)
+                item = replace(
+                    item,
+                    data=b"",
+                    skip_reason=f"file: is larger than the limit of {settings.INGEST_MAX_FILE_BYTES:,} "
+                    "bytes (INGEST_MAX_FILE_BYTES)",
+                )
+            items.append(item)
     if not items:
         raise UploadRejected("no files to upload")
     _limit_count(len(items))
