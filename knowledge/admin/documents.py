@@ -411,9 +411,9 @@ class ApiDocumentAdmin(admin.ModelAdmin):
         "doc_key",
         "title",
         "domain",
-        "status",
-        "error",
-        "chunk_count",
+        "status_live",
+        "error_live",
+        "chunks_live",
         "indexed_at",
         "content_hash",
         "original_file",
@@ -444,9 +444,9 @@ class ApiDocumentAdmin(admin.ModelAdmin):
                         "doc_key",
                         "title",
                         "domain",
-                        "status",
-                        "error",
-                        "chunk_count",
+                        "status_live",
+                        "error_live",
+                        "chunks_live",
                         "indexed_at",
                         "original_file",
                     )
@@ -492,6 +492,26 @@ class ApiDocumentAdmin(admin.ModelAdmin):
             obj.status,
             obj.get_status_display(),
         )
+
+    # The change page's status, error and chunk count follow the badge above them: the poller
+    # (document_status.js) updates every element carrying the document's id, so after Re-index
+    # the fields do not keep saying Pending while the badge says Indexed.
+    @admin.display(description=_("status"))
+    def status_live(self, obj: ApiDocument):
+        return format_html(
+            '<span data-doc-id="{}" data-doc-status="{}" data-doc-show="label">{}</span>',
+            obj.pk,
+            obj.status,
+            obj.get_status_display(),
+        )
+
+    @admin.display(description=_("error"))
+    def error_live(self, obj: ApiDocument):
+        return format_html('<span data-doc-error-of="{}">{}</span>', obj.pk, obj.error or "-")
+
+    @admin.display(description=_("chunk count"))
+    def chunks_live(self, obj: ApiDocument):
+        return format_html('<span data-doc-chunks-of="{}">{}</span>', obj.pk, obj.chunk_count)
 
     @admin.display(description=_("metadata"))
     def metadata_pretty(self, obj: ApiDocument):

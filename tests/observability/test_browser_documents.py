@@ -90,3 +90,27 @@ def test_the_documents_list_reads_at_1400_px(browser, live_server, documents):
     # A title gets room for words (before: 26 px wide, 16 lines for a 60-character title).
     assert min(measured["titleWidths"]) >= 100, measured
     assert max(measured["titleLines"]) <= 5, measured
+
+
+def test_after_reindex_the_badge_and_the_status_field_agree(browser, live_server, documents):
+    # The page Re-index comes back to: the document PENDING, the worker still at it.
+    failed = documents[-1]
+    ApiDocument.objects.filter(pk=failed.pk).update(status="PENDING", error="")
+    admin_login(browser, live_server)
+    browser.get(live_server.url + reverse("admin:knowledge_apidocument_change", args=[failed.pk]))
+    wait_for(browser, "return document.readyState === 'complete'")
+    fields = (
+        "return [document.getElementById('document-status').textContent.trim(),"
+        " document.querySelector('.field-status_live .readonly').textContent.trim(),"
+        " document.querySelector('.field-error_live .readonly').textContent.trim(),"
+        " document.querySelector('.field-chunks_live .readonly').textContent.trim()];"
+    )
+    assert browser.execute_script(fields)[:2] == ["Pending", "Pending"]
+    # What the worker does when indexing ends.
+    ApiDocument.objects.filter(pk=failed.pk).update(status="INDEXED", error="", chunk_count=3)
+    wait_for(
+        browser,
+        "return document.getElementById('document-status').dataset.docStatus === 'INDEXED'",
+        timeout=20,
+    )
+    assert browser.execute_script(fields) == ["Indexed", "Indexed", "-", "3"]
