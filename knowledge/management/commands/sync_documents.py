@@ -1,11 +1,13 @@
 """Make the knowledge base mirror a folder.
 
-    python manage.py sync_documents docs/ --domain handbook
+    python manage.py sync_documents ~/handbook/ --domain handbook
     python manage.py sync_documents export/ --prune --dry-run
 
 Unchanged files are skipped by their content hash, changed ones re-indexed, new ones added;
 documents an earlier sync of this folder wrote whose file is gone are deleted only with --prune.
 --dry-run says what would happen and writes nothing. Re-running a sync changes nothing.
+Exits 1 when a file could not be stored or (with --wait) indexed, as import_documents does, so a
+script or cron job sees it.
 """
 
 from pathlib import Path
@@ -15,7 +17,7 @@ from tqdm import tqdm
 
 from knowledge.management.commands._indexing import wait_for_indexing
 from knowledge.parsing import DocumentParseError, validate_domain
-from knowledge.services.documents import FAILED
+from knowledge.services.documents import ADDED, FAILED, UNCHANGED, UPDATED
 from knowledge.services.sync import DELETED, folder_sync
 from knowledge.services.uploads import UploadRejected
 
@@ -64,3 +66,10 @@ class Command(BaseCommand):
         if wait and report.queued_ids:
             statuses = wait_for_indexing(report.queued_ids, timeout=timeout)
             self.stdout.write(f"indexed {statuses.get('INDEXED', 0)}, failed {statuses.get('FAILED', 0)}")
+            if statuses.get("FAILED", 0):
+                raise CommandError(f"{statuses['FAILED']} documents failed to index")
+        failed = len(report.outcomes[FAILED])
+        if failed:
+            files = sum(report.count(o) for o in (ADDED, UPDATED, UNCHANGED, FAILED))
+            every = " (every file)" if failed == files else ""
+            raise CommandError(f"{failed} files could not be synced{every}")
