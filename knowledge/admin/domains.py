@@ -4,6 +4,7 @@ regeneration went, with a "regenerate now" action. Edits go through the domain s
 from urllib.parse import urlencode
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -26,6 +27,7 @@ class KnowledgeDomainAdmin(admin.ModelAdmin):
     list_display = (
         "domain_id",
         "description_short",
+        "when_to_retrieve_short",
         "document_count",
         "summary_source",
         "last_regenerated_at",
@@ -58,6 +60,13 @@ class KnowledgeDomainAdmin(admin.ModelAdmin):
         "updated_at",
     )
     actions = ["regenerate_now"]
+    change_list_template = "admin/knowledge/knowledgedomain/change_list.html"
+
+    def changelist_view(self, request, extra_context=None):
+        # Who writes when_to_retrieve, said where staff read it: with no LLM configured, the
+        # extractive summariser copies sentences from the documents.
+        extra_context = {**(extra_context or {}), "summariser": summariser_in_use()}
+        return super().changelist_view(request, extra_context=extra_context)
 
     def get_deleted_objects(self, objs, request):
         """Django's list of what a deletion takes, plus every refusal another app gives
@@ -78,6 +87,10 @@ class KnowledgeDomainAdmin(admin.ModelAdmin):
     @admin.display(description=_("description"), ordering="description")
     def description_short(self, obj):
         return clipped(obj.description, 60, empty="")
+
+    @admin.display(description=_("when to retrieve"), ordering="when_to_retrieve")
+    def when_to_retrieve_short(self, obj):
+        return clipped(obj.when_to_retrieve, 80, empty="")
 
     @admin.display(description=_("last error"))
     def error_short(self, obj):
@@ -154,3 +167,11 @@ class KnowledgeDomainAdmin(admin.ModelAdmin):
             % {"count": len(domain_ids)},
             messages.SUCCESS,
         )
+
+
+def summariser_in_use() -> dict[str, str]:
+    """What writes the domains' when_to_retrieve and descriptions: the LLM or the offline
+    extractive summariser (``LLM_BASE_URL`` empty)."""
+    if settings.LLM_BASE_URL:
+        return {"kind": "llm", "model": settings.LLM_MODEL, "url": settings.LLM_BASE_URL}
+    return {"kind": "extractive"}
