@@ -55,9 +55,34 @@ MIN_AGENTS = 3
 class Thresholds:
     highly_relevant: float
     reference: float
-    # "settings" or "calibration": where the pair came from.
+    # "settings" or "calibration": whether a staff-applied calibration is in force (the lookup
+    # reads it so: retrieval.lookup.thresholds._calibrated).
     source: str
     calibration_id: int | None = None
+    # Without a calibration, the retrieval app's word for where its pair came from: "settings",
+    # "profile:<model>", "settings+profile:<model>" (one of the two set) or "default".
+    origin: str = "settings"
+
+    @property
+    def source_label(self) -> str:
+        """Where the pair came from, as the staff pages say it ("profile use-multilingual-v3")."""
+        if self.source == "calibration":
+            return thresholds_source_label("calibration", calibration_id=self.calibration_id)
+        return thresholds_source_label(self.origin)
+
+
+def thresholds_source_label(source: str, *, calibration_id: int | None = None) -> str:
+    """ "profile use-multilingual-v3", "settings", "calibration #4"... for a thresholds source."""
+    if source == "calibration" or source.startswith("calibration:"):
+        number = calibration_id if calibration_id is not None else source.partition(":")[2]
+        return gettext("calibration #%(id)s") % {"id": number}
+    if source.startswith("settings+profile:"):
+        return gettext("settings + profile %(name)s") % {"name": source.partition(":")[2]}
+    if source.startswith("profile:"):
+        return gettext("profile %(name)s") % {"name": source.partition(":")[2]}
+    if source == "default":
+        return gettext("the seeds' default (no profile for this model)")
+    return gettext("settings")
 
 
 class ThresholdPair(Protocol):
@@ -81,7 +106,12 @@ def _from_settings() -> Thresholds:
     if _settings_reader is None:
         raise ImproperlyConfigured("no reader of the thresholds in settings: is the retrieval app installed?")
     base = _settings_reader()
-    return Thresholds(highly_relevant=base.highly_relevant, reference=base.reference, source="settings")
+    # The reader says where its pair came from (the model's profile, explicit settings...): the
+    # pages show it, so a profile is not called "settings".
+    origin = getattr(base, "source", "") or "settings"
+    return Thresholds(
+        highly_relevant=base.highly_relevant, reference=base.reference, source="settings", origin=origin
+    )
 
 
 def thresholds_in_force() -> Thresholds:
