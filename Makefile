@@ -29,6 +29,7 @@ run: install
 	$(BIN)/python manage.py migrate --noinput
 	@MILVUS_URI=http://127.0.0.1:$(MILVUS_PORT) $(BIN)/python manage.py setup_demo
 	@echo ""
+	@echo "  home       http://127.0.0.1:$(PORT)/"
 	@echo "  admin      http://127.0.0.1:$(PORT)/admin/"
 	@echo "  API docs   http://127.0.0.1:$(PORT)/api/docs/"
 	@echo "  health     http://127.0.0.1:$(PORT)/healthz"

@@ -4,6 +4,7 @@ from django.utils.translation import gettext_lazy as _
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from config.health import healthz
+from config.landing import landing
 
 # The staff site is agentkb's, and "View site" opens the API documentation (there is no other site).
 admin.site.site_header = _("agentkb administration")
@@ -12,6 +13,7 @@ admin.site.index_title = _("How agentkb is doing")
 admin.site.site_url = "/api/docs/"
 
 urlpatterns = [
+    path("", landing, name="landing"),
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
