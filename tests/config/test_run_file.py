@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -106,25 +107,26 @@ def _free_port_in_our_range() -> int:
     raise RuntimeError("no free port in 24600-24699")
 
 
-def _manage(var: Path, *args: str) -> subprocess.CompletedProcess:
+def _manage(var: Path, *args: str, eager: bool = False) -> subprocess.CompletedProcess:
     env = {
         k: v
         for k, v in os.environ.items()
         if k not in {"MILVUS_URI", "DATABASE_URL", "DJANGO_SETTINGS_MODULE"}
     }
     env.update(AGENTKB_VAR_DIR=str(var), MILVUS_COLLECTION=COLLECTION, LEXICAL_INDEX_DIR=str(var / "lexical"))
+    # Eager: an import indexes in the command itself (no worker runs beside this test).
+    env["CELERY_TASK_ALWAYS_EAGER"] = "true" if eager else "false"
     return subprocess.run(
         [sys.executable, "manage.py", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=240
     )
 
 
 COLLECTION = f"t_runfile_{uuid.uuid4().hex[:8]}"
+POOL = REPO / "knowledge" / "demo_corpus" / "infrastructure" / "database-connection-pool.md"
 
 
 @pytest.mark.slow
-def test_commands_beside_make_run_use_its_milvus(tmp_path, settings):
-    from knowledge.vectorstore import ChunkVector, get_vector_store, reset_vector_store
-
+def test_commands_beside_make_run_use_its_milvus(tmp_path):
     var = tmp_path / "var"
     port = _free_port_in_our_range()
     server = subprocess.Popen(
@@ -144,35 +146,34 @@ def test_commands_beside_make_run_use_its_milvus(tmp_path, settings):
     try:
         wait_for_port(port, proc=server)
         uri = f"http://127.0.0.1:{port}"
-        # What the running service holds: two vectors of a document this database never had.
-        settings.MILVUS_URI, settings.MILVUS_COLLECTION = uri, COLLECTION
-        reset_vector_store()
-        store = get_vector_store()
-        store.ensure_collection(dim=4, model_name="unit-test")
-        store.upsert(
-            [ChunkVector(f"gone.md#{i}", [1.0, 0, 0, 0], "api", "gone.md", i, "x") for i in range(2)]
-        )
-        reset_vector_store()
         assert _manage(var, "migrate", "--noinput").returncode == 0
         run_file_write(folder=var, milvus_uri=uri, port=24999, pid=server.pid)
+        # A document indexed through the running store (indexing in the command, as eager tasks).
+        imported = _manage(var, "import_documents", str(POOL), "--domain", "infrastructure", eager=True)
+        assert imported.returncode == 0, imported.stderr
+        assert f"MILVUS_URI={uri} from {var / RUN_FILE_NAME}" in imported.stderr
 
         check = _manage(var, "check_index")
         assert f"MILVUS_URI={uri} from {var / RUN_FILE_NAME}" in check.stderr
-        assert "2 vectors" in check.stdout and "orphaned: 2 vectors of deleted documents" in check.stdout
+        # The imported document's vectors are found (the embedded store would report them missing).
+        assert check.returncode == 0 and "index consistent" in check.stdout, check.stdout
+        assert re.search(r"1 documents, (\d+) chunks, \1 vectors", check.stdout), check.stdout
 
-        lookup = _manage(var, "lookup", "连接池", "--dry-run", "--body-only")
+        lookup = _manage(var, "lookup", "数据库连接池配置", "--dry-run")
         assert lookup.returncode == 0, lookup.stderr
         assert f"MILVUS_URI={uri}" in lookup.stderr
+        details = json.loads(lookup.stdout.split("== retrieval details", 1)[1].split("\n", 1)[1])
+        assert details["l1_top_similarity"] is not None  # the vectors were searched, and found
 
         queries = tmp_path / "q.jsonl"
-        queries.write_text('{"query": "连接池", "expected": null}\n')
+        queries.write_text('{"query": "数据库连接池配置", "expected": "database-connection-pool.md"}\n')
         calibrate = _manage(var, "calibrate_thresholds", "--queries", str(queries))
         assert calibrate.returncode == 0, calibrate.stderr
         assert f"MILVUS_URI={uri}" in calibrate.stderr
+        assert "; 0 without any candidate" in calibrate.stdout
         assert not (var / "milvus.db").exists()  # no command opened the embedded store
     finally:
         stop_process(server)
-        reset_vector_store()
 
     # The service stopped: the run file is stale, and a store command refuses the empty default.
     refused = _manage(var, "check_index")
