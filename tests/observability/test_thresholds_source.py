@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 import pytest
 from django.urls import reverse
+from django.utils import translation
 
 from observability import calibration
 
@@ -19,6 +20,13 @@ class Pair:
     highly_relevant: float
     reference: float
     source: str
+
+
+@pytest.fixture(autouse=True)
+def _english():
+    # The labels are translated: read them in English whatever an earlier test left active.
+    with translation.override("en"):
+        yield
 
 
 @pytest.fixture
