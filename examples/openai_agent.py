@@ -60,9 +60,11 @@ class AgentKB:
     def executor_prompt(self) -> str:
         return self._ok(self.http.get("/api/prompts/executor")).text
 
-    def lookup(self, *, query: str, session_id: str) -> dict:
+    def lookup(self, *, arguments: dict, session_id: str) -> dict:
+        # The model's arguments (query, and the optional domains / top_k) as it wrote them; the
+        # session in the header, set by this loop, never by the model.
         response = self.http.post(
-            "/api/tools/lookup_knowledge", json={"query": query, "session_id": session_id}
+            "/api/tools/lookup_knowledge", json=arguments, headers={"X-Session-Id": session_id}
         )
         if response.status_code == 400:  # bad arguments from the model: tell it, it may correct them
             return {"error": response.json()["error"]["message"]}
@@ -101,8 +103,12 @@ def run_agent(
                     arguments = json.loads(call.function.arguments or "{}")
                 except ValueError:
                     arguments = {}
-                # The session is the loop's, whatever the model wrote: it is the action memory.
-                result = kb.lookup(query=str(arguments.get("query", "")), session_id=run.session_id)
+                # The session is the loop's (a header): it is the action memory. The model's schema
+                # has no session_id, so it cannot invent one.
+                if not isinstance(arguments, dict):
+                    arguments = {}
+                arguments.pop("session_id", None)  # an older schema's model may still write one
+                result = kb.lookup(arguments=arguments, session_id=run.session_id)
                 if "error" not in result:
                     run.lookups.append(result)
                     something_new |= result["found"]

@@ -15,9 +15,9 @@ from django.template.loader import get_template
 from knowledge.selectors import knowledge_map_yaml
 from retrieval.agents import texts as agent_texts
 from retrieval.agents.identity import Agent
-from retrieval.agents.scopes import memory_scoped
+from retrieval.agents.scopes import MAX_FILTER_DOMAINS, memory_scoped
 from retrieval.agents.tracker import get_tracker
-from retrieval.lookup.inputs import MAX_SESSION_ID_CHARS, MAX_TOP_K, session_id_clean
+from retrieval.lookup.inputs import MAX_TOP_K, session_id_clean
 from retrieval.recording import TOOL_NAME
 
 
@@ -45,11 +45,12 @@ def lookup_tool_definition(language: str | None = None) -> dict:
                         "minLength": 1,
                         "maxLength": settings.RETRIEVAL_MAX_QUERY_CHARS,
                     },
-                    "session_id": {
-                        "type": "string",
-                        "description": t("tool_session_id", language),
-                        "minLength": 1,
-                        "maxLength": MAX_SESSION_ID_CHARS,
+                    "domains": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": t("tool_domains", language),
+                        "minItems": 1,
+                        "maxItems": MAX_FILTER_DOMAINS,
                     },
                     "top_k": {
                         "type": "integer",
@@ -58,7 +59,9 @@ def lookup_tool_definition(language: str | None = None) -> dict:
                         "maximum": MAX_TOP_K,
                     },
                 },
-                "required": ["query", "session_id"],
+                # No session_id: the framework sends the session (X-Session-Id, the MCP session),
+                # never the model (the body field stays accepted for callers without headers).
+                "required": ["query"],
                 "additionalProperties": False,
             },
         },

@@ -35,6 +35,7 @@ from django.core.exceptions import ValidationError
 
 from retrieval.agents import texts as agent_texts
 from retrieval.agents.identity import Agent, memory_session_key
+from retrieval.agents.scopes import call_domains_clean
 from retrieval.agents.tracker import get_tracker
 from retrieval.lookup.inputs import (
     MAX_SESSION_ID_CHARS,
@@ -77,17 +78,23 @@ def lookup_knowledge(
     agent_id: int | None = None,
     domains: frozenset[str] | None = None,
     language: str | None = None,
+    filter_domains: Any = None,
+    unknown_fields: tuple[str, ...] = (),
 ) -> LookupOutcome:
     """One lookup_knowledge call (see the module docstring). ``agent_id`` keys the session's action
     memory by agent (``retrieval.agents.identity``); ``domains`` limits what it sees (``retrieval.agents.scopes``);
     ``language``: the agent's (retrieval.agents.language.agent_language), None for the global
-    AGENT_LANGUAGE."""
+    AGENT_LANGUAGE. ``filter_domains``: the call's own ``domains`` filter, within ``domains``
+    (``call_domains_clean``); ``unknown_fields``: fields the caller sent that the tool does not
+    take, each refused by name."""
     started = time.perf_counter()
     request = {
         "query": recorded_value(query),
         "session_id": recorded_value(session_id),
         "top_k": recorded_value(top_k),
     }
+    if filter_domains is not None:
+        request["domains"] = recorded_value(filter_domains)
     if agent:
         request["agent"] = agent
     if source:
@@ -97,8 +104,13 @@ def lookup_knowledge(
     )
 
     try:
-        clean_query, clean_session, clean_top_k = lookup_input_clean(
-            query=query, session_id=session_id, top_k=top_k
+        clean_query, clean_session, clean_top_k, domains = _input_clean(
+            query=query,
+            session_id=session_id,
+            top_k=top_k,
+            scope=domains,
+            filter_domains=filter_domains,
+            unknown_fields=unknown_fields,
         )
     except ValidationError as exc:
         error = LookupInputError(exc.message_dict)
@@ -146,6 +158,25 @@ def lookup_knowledge(
         agent_id=agent_id,
     )
     return LookupOutcome(run.body, run.details, invocation.pk, run.status, invocation.public_id)
+
+
+def _input_clean(*, query, session_id, top_k, scope, filter_domains, unknown_fields):
+    """``(query, session, top_k, domains)`` cleaned; one ValidationError naming every field at fault."""
+    errors: dict[str, list[str]] = {
+        field: ["Unknown field: lookup_knowledge takes query, domains and top_k."] for field in unknown_fields
+    }
+    cleaned: tuple[str, str, int] = ("", "", 0)
+    try:
+        cleaned = lookup_input_clean(query=query, session_id=session_id, top_k=top_k)
+    except ValidationError as exc:
+        errors.update(exc.message_dict)
+    try:
+        scope = call_domains_clean(filter_domains, scope)
+    except ValidationError as exc:
+        errors.update(exc.message_dict)
+    if errors:
+        raise ValidationError(errors)
+    return (*cleaned, scope)
 
 
 def agent_session_retrievals_clear(*, agent: Agent, session_id: str) -> None:

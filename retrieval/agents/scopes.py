@@ -78,3 +78,39 @@ def scope_deletion_message(profiles: list) -> str:
         "it is the only allowed domain of these agents: %(names)s. An empty scope means every "
         "domain, so remove it from their allowed domains (or give them another) first"
     ) % {"names": names}
+
+
+#: At most this many domains in one call's ``domains`` filter (the knowledge map lists few).
+MAX_FILTER_DOMAINS = 50
+
+
+def call_domains_clean(requested, scope: frozenset[str] | None) -> frozenset[str] | None:
+    """One call's ``domains`` filter, narrowed to the agent's scope: the domains the lookup may
+    search (None: the whole scope). ValidationError naming ``domains`` for a malformed filter or a
+    domain the agent cannot search; an unknown domain and one outside the scope get the same
+    message, so a scoped agent learns nothing about the domains it cannot see."""
+    from django.core.exceptions import ValidationError
+
+    from knowledge.models import ApiDocument, KnowledgeDomain
+
+    if requested is None:
+        return scope
+    if isinstance(requested, str):
+        requested = [requested]
+    if not isinstance(requested, list | tuple) or not all(isinstance(d, str) for d in requested):
+        raise ValidationError({"domains": ["Must be a list of domain ids (strings)."]})
+    wanted = [d.strip() for d in requested if d.strip()]
+    if not wanted:
+        raise ValidationError({"domains": ["Must name at least one domain, or be left out."]})
+    if len(wanted) > MAX_FILTER_DOMAINS:
+        raise ValidationError({"domains": [f"Ensure this list has at most {MAX_FILTER_DOMAINS} domains."]})
+    # A domain is known by its row (the domains admin) or by a document filed under it.
+    known = set(KnowledgeDomain.objects.filter(domain_id__in=wanted).values_list("domain_id", flat=True))
+    known |= set(ApiDocument.objects.filter(domain__in=wanted).values_list("domain", flat=True).distinct())
+    refused = [d for d in dict.fromkeys(wanted) if d not in known or not domain_allowed(d, scope)]
+    if refused:
+        names = ", ".join(repr(d[:64]) for d in refused[:10])
+        raise ValidationError(
+            {"domains": [f"Not a domain this agent can search: {names} (the knowledge map lists them)."]}
+        )
+    return frozenset(wanted)

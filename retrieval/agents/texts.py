@@ -52,8 +52,8 @@ TEXTS: dict[str, dict[str, str]] = {
             "同一会话已获取的文档不会重复返回；禁止换关键词重新检索同一内容。"
         ),
         "tool_query": "要检索的问题或关键词，例如 “数据库连接池配置” 或 “ERR_TIMEOUT”。",
-        "tool_session_id": "当前会话的 ID；同一会话的检索共享行动记忆。通常由智能体框架填写。",
         "tool_top_k": "可选：语义检索取回的文本块数量。",
+        "tool_domains": "可选：只在这些知识域中检索（域 ID，见知识地图）；不填则检索全部可用的域。",
         "mcp_session_id": (
             "可选，默认是本次 MCP 会话。分开的多次客户端运行传入同一个值，才能保留行动记忆（已获取的文档不再返回）。"
         ),
@@ -110,11 +110,11 @@ TEXTS: dict[str, dict[str, str]] = {
         "tool_query": (
             'The question or keywords to look up, e.g. "database connection pool configuration" or "ERR_TIMEOUT".'
         ),
-        "tool_session_id": (
-            "The current session's ID; lookups of one session share action memory. Usually filled in by "
-            "the agent framework."
-        ),
         "tool_top_k": "Optional: how many text chunks semantic search fetches.",
+        "tool_domains": (
+            "Optional: search only these knowledge domains (domain ids, as the knowledge map lists "
+            "them); leave it out to search every domain available."
+        ),
         "mcp_session_id": (
             "Optional; defaults to this MCP session. Pass the same value from separate client runs to keep "
             "action memory across them (documents already fetched are not returned again)."

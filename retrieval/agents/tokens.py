@@ -24,7 +24,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.crypto import salted_hmac
 from rest_framework import exceptions
-from rest_framework.authentication import TokenAuthentication
+from rest_framework.authentication import TokenAuthentication, get_authorization_header
 
 from retrieval.agents.throttling import failed_auth_spend, refused_keys, request_address
 
@@ -135,19 +135,44 @@ def token_user(key: str):
     return token.user if token is not None and token.user.is_active else None
 
 
+#: The schemes an agent may present its key with: DRF's ``Token`` and, as MCP and Dify accept it
+#: and most agent frameworks send it, ``Bearer``.
+AUTH_SCHEMES = (b"token", b"bearer")
+
+
 class AgentTokenAuthentication(TokenAuthentication):
-    """DRF's ``Authorization: Token <key>``, the key looked up by ``token_lookup``. A key that
-    fails spends one of the client address's failed keys (``failed_auth_spend``): past
-    API_THROTTLE_FAILED_AUTH the answer is 429 (``Retry-After``) instead of 401."""
+    """``Authorization: Token <key>`` or ``Authorization: Bearer <key>``, the key looked up by
+    ``token_lookup``. A key that fails spends one of the client address's failed keys
+    (``failed_auth_spend``): past API_THROTTLE_FAILED_AUTH the answer is 429 (``Retry-After``)
+    instead of 401."""
 
     def authenticate(self, request):
         try:
-            return super().authenticate(request)
+            return self._authenticate(request)
         except exceptions.AuthenticationFailed:
             wait = failed_auth_spend(request_address(request))
             if wait is not None:
                 raise exceptions.Throttled(wait) from None
             raise
+
+    def _authenticate(self, request):
+        # DRF's TokenAuthentication.authenticate with either scheme (it knows one keyword).
+        auth = get_authorization_header(request).split()
+        if not auth or auth[0].lower() not in AUTH_SCHEMES:
+            return None
+        if len(auth) == 1:
+            raise exceptions.AuthenticationFailed("Invalid token header. No credentials provided.")
+        if len(auth) > 2:
+            raise exceptions.AuthenticationFailed(
+                "Invalid token header. Token string should not contain spaces."
+            )
+        try:
+            key = auth[1].decode()
+        except UnicodeError:
+            raise exceptions.AuthenticationFailed(
+                "Invalid token header. Token string should not contain invalid characters."
+            ) from None
+        return self.authenticate_credentials(key)
 
     def authenticate_credentials(self, key):
         # An agent this process just refused is refused again before the database is asked.

@@ -17,6 +17,7 @@ from typing import Annotated
 from pydantic import WithJsonSchema
 
 from retrieval.agents import texts as agent_texts
+from retrieval.lookup.inputs import MAX_SESSION_ID_CHARS
 
 
 def lookup_input_properties(language: str | None = None) -> dict[str, dict]:
@@ -24,16 +25,20 @@ def lookup_input_properties(language: str | None = None) -> dict[str, dict]:
     from retrieval.selectors import lookup_tool_definition
 
     properties = lookup_tool_definition(language)["function"]["parameters"]["properties"]
-    session = dict(properties["session_id"])
-    session["description"] = agent_texts.joined(
-        [session["description"], agent_texts.text("mcp_session_id", language)], language
-    )
+    session = {
+        "type": "string",
+        "description": agent_texts.text("mcp_session_id", language),
+        "minLength": 1,
+        "maxLength": MAX_SESSION_ID_CHARS,
+    }
     return {**properties, "session_id": session}
 
 
 def lookup_arguments(language: str | None = None) -> Callable:
-    """A decorator giving a tool function ``(query, ctx, session_id=None, top_k=None)`` the REST
-    schema of its arguments (replacing their annotations, which may be strings)."""
+    """A decorator giving a tool function ``(query, ctx, session_id=None, top_k=None,
+    domains=None)`` the REST schema of its arguments (replacing their annotations, which may be
+    strings). ``session_id`` is then taken out of the advertised schema
+    (``mcp_server.hide_session_argument``)."""
     properties = lookup_input_properties(language)
 
     def annotate(fn: Callable) -> Callable:
@@ -41,6 +46,7 @@ def lookup_arguments(language: str | None = None) -> Callable:
             query=Annotated[str, WithJsonSchema(properties["query"])],
             session_id=Annotated[str | None, WithJsonSchema(properties["session_id"])],
             top_k=Annotated[int | None, WithJsonSchema(properties["top_k"])],
+            domains=Annotated[list[str] | None, WithJsonSchema(properties["domains"])],
         )
         return fn
 

@@ -119,6 +119,16 @@ class AgentkbMCP(FastMCP):
     pydantic's site. An unexpected failure is logged and answered in general terms."""
 
     async def call_tool(self, name: str, arguments: dict):
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None and isinstance(arguments, dict):
+            # The SDK ignores arguments a tool does not take; an agent sending "domain" for
+            # "domains" would silently search everything. Refused, named, as REST does.
+            taken = set(tool.fn_metadata.arg_model.model_fields)
+            unknown = sorted(str(key)[:64] for key in arguments if key not in taken)
+            if unknown:
+                raise ToolError(
+                    f"{name}: " + "; ".join(f"{key}: not an argument it takes" for key in unknown)
+                )
         try:
             return await super().call_tool(name, arguments)
         except ToolError as exc:
@@ -145,6 +155,16 @@ class AgentkbMCP(FastMCP):
             raise ValueError(f"{name}: the prompt could not be rendered; try again later") from None
 
 
+def hide_session_argument(server: FastMCP, tool_name: str) -> None:
+    """Take ``session_id`` out of the schema a model sees (the MCP session is the session; a model
+    asked to fill it invents ids and breaks the action memory). The tool still accepts it, for
+    clients that keep memory across separate runs."""
+    tool = server._tool_manager.get_tool(tool_name)
+    tool.parameters["properties"].pop("session_id", None)
+    if "required" in tool.parameters:
+        tool.parameters["required"] = [name for name in tool.parameters["required"] if name != "session_id"]
+
+
 def build_server(*, agent: str | None = None) -> FastMCP:
     """A FastMCP server with agentkb's tools and prompts.
 
@@ -163,7 +183,11 @@ def build_server(*, agent: str | None = None) -> FastMCP:
     @server.tool(name="lookup_knowledge", description=lookup_description, structured_output=False)
     @lookup_arguments()
     async def lookup_knowledge(
-        query: str, ctx: Context, session_id: str | None = None, top_k: int | None = None
+        query: str,
+        ctx: Context,
+        session_id: str | None = None,
+        top_k: int | None = None,
+        domains: list[str] | None = None,
     ) -> str:
         """Look up the knowledge base; documents this session already has are withheld."""
         session = session_id if session_id is not None else mcp_session_id(ctx)
@@ -179,6 +203,7 @@ def build_server(*, agent: str | None = None) -> FastMCP:
                 source="mcp",
                 agent_id=caller.id,
                 domains=caller.domains,
+                filter_domains=domains,
             )
         except ValidationError as exc:
             raise ToolError(_field_errors(exc)) from None
@@ -186,6 +211,8 @@ def build_server(*, agent: str | None = None) -> FastMCP:
             raise ToolError(f"the session action memory is unavailable: {exc}") from None
         body = {**outcome.body, "invocationId": outcome.invocation_public_id, "sessionId": session}
         return json.dumps(body, ensure_ascii=False)
+
+    hide_session_argument(server, "lookup_knowledge")
 
     @server.tool(
         name="get_knowledge_map",

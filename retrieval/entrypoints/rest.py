@@ -25,6 +25,11 @@ from retrieval.selectors import agent_session_retrievals_get, executor_prompt_ge
 from retrieval.services import agent_session_retrievals_clear, lookup_knowledge
 
 INVOCATION_HEADER = "X-Invocation-Id"
+#: The agent framework's session id: set by the framework, never by the model (seed 004: the
+#: session lives in the context holder, not in the tool's arguments).
+SESSION_HEADER = "X-Session-Id"
+#: What a lookup's body may hold; ``session_id`` is for callers that cannot set the header.
+LOOKUP_FIELDS = frozenset({"query", "session_id", "top_k", "domains"})
 
 
 class ActionMemoryUnavailable(APIException):
@@ -48,12 +53,14 @@ class LookupKnowledgeApi(APIView):
         agent = agent_for_user(request.user)
         outcome = lookup_knowledge(
             query=data.get("query"),
-            session_id=data.get("session_id"),
+            session_id=request_session_id(request, data),
             top_k=data.get("top_k"),
             agent=agent.name,
             agent_id=agent.id,
             domains=agent.domains,
             language=agent.language_in_force,
+            filter_domains=data.get("domains"),
+            unknown_fields=tuple(sorted(str(key)[:64] for key in data if key not in LOOKUP_FIELDS)),
         )
         response = Response(outcome.body)
         response[INVOCATION_HEADER] = outcome.invocation_public_id
@@ -65,6 +72,21 @@ class LookupKnowledgeApi(APIView):
         if invocation_id is not None:
             response[INVOCATION_HEADER] = invocation_id
         return response
+
+
+def request_session_id(request, data: dict):
+    """The session: the ``X-Session-Id`` header, else the body's ``session_id``. Both, differing,
+    is a 400 naming ``session_id`` (a model that invents an id must not split the framework's
+    session silently)."""
+    header = request.headers.get(SESSION_HEADER)
+    body = data.get("session_id")
+    if header is None:
+        return body
+    if body is not None and body != header:
+        raise ValidationError(
+            {"session_id": [f"Differs from the {SESSION_HEADER} header: send the session in one place."]}
+        )
+    return header
 
 
 class ToolShapeNegotiation(DefaultContentNegotiation):

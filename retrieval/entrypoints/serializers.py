@@ -5,12 +5,26 @@ refuse the same input with the same field-named errors."""
 from rest_framework import serializers
 
 from observability.records import RelevanceLevel
+from retrieval.agents.scopes import MAX_FILTER_DOMAINS
 from retrieval.lookup.inputs import MAX_SESSION_ID_CHARS, MAX_TOP_K
 
 
 class LookupRequestSerializer(serializers.Serializer):
     query = serializers.CharField(help_text="The question or keyword; at most RETRIEVAL_MAX_QUERY_CHARS.")
-    session_id = serializers.CharField(max_length=MAX_SESSION_ID_CHARS, help_text="The agent's session.")
+    session_id = serializers.CharField(
+        required=False,
+        max_length=MAX_SESSION_ID_CHARS,
+        help_text="The agent's session, for callers that cannot send the X-Session-Id header (the "
+        "header is preferred: the framework sets it, the model never sees it).",
+    )
+    domains = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        min_length=1,
+        max_length=MAX_FILTER_DOMAINS,
+        help_text="Search only these domains (within the agent's scope). A domain the agent cannot "
+        "search is a 400 naming it.",
+    )
     top_k = serializers.IntegerField(
         required=False, min_value=1, max_value=MAX_TOP_K, help_text="Chunks fetched from Milvus."
     )

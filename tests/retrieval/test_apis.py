@@ -168,7 +168,10 @@ def test_the_tool_schema_is_an_openai_function_definition(agent_client):
     assert function["name"] == "lookup_knowledge" and function["description"]
     parameters = function["parameters"]
     assert parameters["type"] == "object"
-    assert parameters["required"] == ["query", "session_id"]
+    # The model fills only the query (and optional filters): the framework sends the session.
+    assert parameters["required"] == ["query"]
+    assert "session_id" not in parameters["properties"]
+    assert parameters["properties"]["domains"]["items"] == {"type": "string"}
     assert parameters["properties"]["query"] == {
         "type": "string",
         "description": parameters["properties"]["query"]["description"],

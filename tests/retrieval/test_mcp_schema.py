@@ -29,7 +29,8 @@ def _rest_properties() -> dict[str, dict]:
 def _assert_parity(mcp_schema: dict) -> None:
     rest = _rest_properties()
     mcp = mcp_schema["properties"]
-    assert set(mcp) == set(rest) == {"query", "session_id", "top_k"}
+    # No session_id for the model to fill: the MCP session is the session (the tool still takes it).
+    assert set(mcp) == set(rest) == {"query", "domains", "top_k"}
     for name, rest_property in rest.items():
         assert {k: mcp[name].get(k) for k in LIMIT_KEYS} == {k: rest_property.get(k) for k in LIMIT_KEYS}, (
             name
@@ -48,10 +49,7 @@ def test_the_advertised_schema_carries_the_rest_limits_and_descriptions(settings
     _assert_parity(schema)
     assert schema["properties"]["query"]["maxLength"] == 500
     assert (schema["properties"]["top_k"]["minimum"], schema["properties"]["top_k"]["maximum"]) == (1, 100)
-    assert schema["properties"]["session_id"]["maxLength"] == 128
-    # The session argument says it is what keeps action memory across separate client runs.
-    keeps = {"zh": "分开的多次客户端运行传入同一个值", "en": "Pass the same value from separate client runs"}
-    assert keeps[language] in schema["properties"]["session_id"]["description"]
+    assert "session_id" not in schema["properties"]
 
 
 @pytest.mark.django_db(transaction=True)
