@@ -26,7 +26,9 @@ def memory_scoped(memory: SessionRetrievals, domains: frozenset[str] | None) -> 
     """A session's action memory as a scoped agent may see it."""
     if domains is None:
         return memory
-    return SessionRetrievals({d: docs for d, docs in memory.domains.items() if d in domains})
+    kept = {d: docs for d, docs in memory.domains.items() if d in domains}
+    visible = {doc for docs in kept.values() for doc in docs}
+    return SessionRetrievals(kept, {d: c for d, c in memory.chunks_sent.items() if d in visible})
 
 
 def knowledge_map_scoped(knowledge_map: dict, domains: frozenset[str] | None) -> dict:

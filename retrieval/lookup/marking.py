@@ -11,9 +11,11 @@ from dataclasses import dataclass
 
 from retrieval.agents.scopes import domains_scoped
 from retrieval.agents.tracker import TrackerUnavailable, fallback_tracker
+from retrieval.agents.tracker.base import chunk_mark
 from retrieval.lookup.memory import MemoryRead
 from retrieval.lookup.ranking import Selection
 from retrieval.lookup.request import LookupRequest
+from retrieval.lookup.results import ResultItems
 
 logger = logging.getLogger(__name__)
 
@@ -28,10 +30,25 @@ class Marked:
     degraded: tuple[str, ...] = ()
 
 
-def session_mark(request: LookupRequest, memory: MemoryRead, selection: Selection) -> Marked:
+def sent_marks(selection: Selection, content: ResultItems) -> list[tuple[str, str]]:
+    """What the session now holds: each returned document whole, or the chunks its item carried
+    (a supplement's chunk, a long primary's window), so a later question on another part of it
+    gets that part (``SessionRetrievals.holds``)."""
+    marks: list[tuple[str, str]] = []
+    for candidate, parts in zip(selection.returned, content.carried, strict=True):
+        if parts is None:
+            marks.append((candidate.domain, candidate.doc_key))
+        else:
+            marks += [(candidate.domain, chunk_mark(candidate.doc_key, index)) for index in sorted(parts)]
+    return marks
+
+
+def session_mark(
+    request: LookupRequest, memory: MemoryRead, selection: Selection, content: ResultItems
+) -> Marked:
     session_id, domains = request.session_id, request.domains
     before = memory.memory.domain_list
-    marks = [(c.domain, c.doc_key) for c in selection.returned]
+    marks = sent_marks(selection, content)
     after = list(dict.fromkeys(before + [domain for domain, _ in marks]))
     if not marks or request.dry_run:
         return Marked(before, after, memory.backend)

@@ -173,7 +173,8 @@ def selection_decide(
     """Withhold what the session already has, apply domain dedup, pick primary + supplement, and
     name the level of what is returned.
 
-    - Documents already returned to this session are withheld (seed 004 Part A).
+    - Documents already returned to this session are withheld (seed 004 Part A), unless only
+      some of their chunks were sent and the match is in another (``SessionRetrievals.holds``).
     - ``hard`` domain dedup (seed 000 Phase 2): when the best remaining document lies in a domain
       this session already retrieved, the whole call is blocked.
     - The level describes the primary: PRECISE only when the unique L0 document is the primary;
@@ -184,9 +185,10 @@ def selection_decide(
       was withheld, else None.
     """
     passing = [c for c in candidates if c.passes()]
-    have = memory.doc_keys
-    withheld = [c for c in passing if c.doc_key in have]
-    remaining = [c for c in passing if c.doc_key not in have]
+    # Withheld: what the session already has of each document (its matched chunk, or all of it
+    # when it was sent whole); a document sent in part comes back for a part not yet sent.
+    withheld = [c for c in passing if memory.holds(c.doc_key, c.chunk_index)]
+    remaining = [c for c in passing if not memory.holds(c.doc_key, c.chunk_index)]
 
     blocked_domain = None
     if domain_dedup == "hard" and remaining and remaining[0].domain in memory.domains:

@@ -49,18 +49,32 @@ def _chosen_chunk(candidate: Candidate, chunks: dict[int, _Chunk]) -> _Chunk | N
     return chunks[min(chunks)] if chunks else None
 
 
-def _window(chunks: dict[int, _Chunk], around: int, max_chars: int) -> str:
-    """Chunks nearest ``around`` (it first), in document order, up to ``max_chars``."""
+def _window(
+    chunks: dict[int, _Chunk], around: int, max_chars: int, skip: frozenset[int] = frozenset()
+) -> tuple[str, frozenset[int]]:
+    """Chunks nearest ``around`` (it first), in document order, up to ``max_chars``, leaving out
+    ``skip`` (chunks the session already has); the text and the chunks it carries."""
     picked: list[int] = []
     total = 0
     for index in sorted(chunks, key=lambda i: (abs(i - around), i)):
+        if index in skip and index != around:
+            continue
         size = len(chunks[index].content)
         if picked and total + size > max_chars:
             continue
         picked.append(index)
         total += size
     text = "\n\n".join(chunks[i].content for i in sorted(picked))
-    return text[:max_chars]
+    return text[:max_chars], frozenset(picked)
+
+
+@dataclass(frozen=True)
+class ResultItems:
+    """The agent-facing items, primary first, and what each carries of its document: None for
+    the whole document, else its chunk indexes (what the action memory records as sent)."""
+
+    items: list[dict]
+    carried: list[frozenset[int] | None]
 
 
 def result_items_build(
@@ -68,18 +82,22 @@ def result_items_build(
     returned: list[Candidate],
     documents: dict[str, DocumentRow],
     content_max_chars: int,
-) -> list[dict]:
+    held: dict[str, frozenset[int]] | None = None,
+) -> ResultItems:
     """One agent-facing item per returned document, primary first.
 
     The primary carries its whole document when it fits ``content_max_chars`` (the session is
     marked as having the document, so the agent should really have it), else the chunks around
-    the matched one; a supplement carries its matched chunk.
+    the matched one; a supplement carries its matched chunk. ``held``: documents of which the
+    session already has some chunks: a primary among them carries the chunks around the match
+    it does not have yet, not the whole document again.
     """
+    held = held or {}
     if not returned:
-        return []
+        return ResultItems([], [])
     primary = returned[0]
     primary_doc = documents[primary.doc_key]
-    primary_whole = primary_doc.content_len <= content_max_chars
+    primary_whole = primary_doc.content_len <= content_max_chars and primary.doc_key not in held
     # Documents whose every chunk we read: L0 documents (to find the keyword) and a primary
     # too long to send whole (for the window); the others need their one best chunk. Both
     # queries below are answered from the (document_id, chunk_index) unique index.
@@ -109,19 +127,22 @@ def result_items_build(
         )
 
     items = []
+    carried: list[frozenset[int] | None] = []
     for position, candidate in enumerate(returned):
         document = documents[candidate.doc_key]
         chunks = chunks_by_doc.get(document.id, {})
         chunk = _chosen_chunk(candidate, chunks)
-        if position == 0:
-            if primary_content is not None:
-                content = primary_content
-            elif chunk is not None:
-                content = _window(chunks, chunk.index, content_max_chars)
-            else:
-                content = ""
+        if position == 0 and primary_content is not None:
+            content, parts = primary_content, None
+        elif position == 0 and chunk is not None:
+            content, parts = _window(
+                chunks, chunk.index, content_max_chars, held.get(document.doc_key, frozenset())
+            )
+        elif chunk is not None:
+            content, parts = chunk.content[:content_max_chars], frozenset({chunk.index})
         else:
-            content = (chunk.content if chunk else "")[:content_max_chars]
+            content, parts = "", None
+        carried.append(parts)
         item = {
             "title": document.title,
             "domain": document.domain,
@@ -132,7 +153,7 @@ def result_items_build(
         if chunk is not None and chunk.pages:
             item["pages"] = chunk.pages  # PDF pages / slides the chunk comes from: a citation
         items.append(item)
-    return items
+    return ResultItems(items, carried)
 
 
 def _titles(candidates: list[Candidate], language: str | None = None) -> str:

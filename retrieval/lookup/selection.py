@@ -9,7 +9,7 @@ from retrieval.lookup.evidence import CandidateEvidence
 from retrieval.lookup.memory import MemoryRead
 from retrieval.lookup.ranking import Selection, selection_decide
 from retrieval.lookup.request import LookupRequest
-from retrieval.lookup.results import result_items_build
+from retrieval.lookup.results import ResultItems, result_items_build
 from retrieval.lookup.searchable import Searchable
 
 
@@ -23,10 +23,13 @@ def selection_make(request: LookupRequest, evidence: CandidateEvidence, memory: 
     )
 
 
-def content_build(request: LookupRequest, selection: Selection, searchable: Searchable) -> list[dict]:
-    """One agent-facing item per returned document, primary first."""
+def content_build(
+    request: LookupRequest, selection: Selection, searchable: Searchable, memory: MemoryRead
+) -> ResultItems:
+    """One agent-facing item per returned document, primary first, and what each carries."""
     return result_items_build(
         returned=selection.returned,
         documents=searchable.documents,
         content_max_chars=request.content_max_chars,
+        held=memory.memory.chunks_sent,
     )

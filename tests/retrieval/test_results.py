@@ -47,7 +47,7 @@ def _document(
 def _items(returned: list[Candidate], rows: list[DocumentRow], max_chars: int) -> list[dict]:
     return result_items_build(
         returned=returned, documents={r.doc_key: r for r in rows}, content_max_chars=max_chars
-    )
+    ).items
 
 
 def _l1(doc_key: str, chunk_index: int | None) -> Candidate:

@@ -1,4 +1,9 @@
-"""The action memory's interface (seed 000 section 4, FS-3): session -> domain -> doc keys."""
+"""The action memory's interface (seed 000 section 4, FS-3): session -> domain -> doc keys, and
+for each document what of it was sent: the whole document or some of its chunks.
+
+A store keeps marks as opaque strings under a domain: a doc key alone (the seeds'
+``markRetrieved``: the whole document) or ``doc key + CHUNK_SEP + chunk index`` (one chunk of it
+was sent). ``SessionRetrievals.from_marks`` reads them back."""
 
 from __future__ import annotations
 
@@ -6,12 +11,50 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+#: Between a doc key and a chunk index in a chunk mark (doc keys are paths: never this character).
+CHUNK_SEP = "\x1e"
+
+
+def chunk_mark(doc_key: str, chunk_index: int) -> str:
+    """The mark of one chunk of a document sent to the session."""
+    return f"{doc_key}{CHUNK_SEP}{chunk_index}"
+
 
 @dataclass(frozen=True)
 class SessionRetrievals:
-    """What one session already has: domains in first-retrieved order, each with its doc keys."""
+    """What one session already has: domains in first-retrieved order, each with its doc keys;
+    ``chunks_sent``: for documents of which only some chunks were sent, their indexes (a document
+    absent from it, but in ``domains``, was sent whole)."""
 
     domains: dict[str, list[str]] = field(default_factory=dict)
+    chunks_sent: dict[str, frozenset[int]] = field(default_factory=dict)
+
+    @classmethod
+    def from_marks(cls, marks: dict[str, list[str]]) -> SessionRetrievals:
+        """The session from a store's marks, domain -> marks in first-marked order."""
+        domains: dict[str, list[str]] = {}
+        chunks: dict[str, set[int]] = {}
+        whole: set[str] = set()
+        for domain, members in marks.items():
+            docs = domains.setdefault(domain, [])
+            for member in members:
+                doc_key, sep, index = member.partition(CHUNK_SEP)
+                if doc_key not in docs:
+                    docs.append(doc_key)
+                if sep and index.isdigit():
+                    chunks.setdefault(doc_key, set()).add(int(index))
+                else:
+                    whole.add(doc_key)
+        return cls(domains, {doc: frozenset(ix) for doc, ix in chunks.items() if doc not in whole})
+
+    def holds(self, doc_key: str, chunk_index: int | None) -> bool:
+        """Whether the session already has this part of the document: all of it when it was sent
+        whole; the chunk when only chunks were sent (a part we cannot name counts as held, the
+        seeds' document-level rule)."""
+        if doc_key not in self.doc_keys:
+            return False
+        sent = self.chunks_sent.get(doc_key)
+        return sent is None or chunk_index is None or chunk_index in sent
 
     @property
     def domain_list(self) -> list[str]:

@@ -98,7 +98,7 @@ class MemoryTracker(RetrievedDocTracker):
             session = self._live(session_id, create=False)
             if session is None:
                 return SessionRetrievals()
-            return SessionRetrievals({d: list(docs) for d, docs in session.domains.items()})
+            return SessionRetrievals.from_marks({d: list(docs) for d, docs in session.domains.items()})
 
     def clear_session(self, session_id: str) -> None:
         with self._lock:

@@ -139,7 +139,7 @@ class RedisTracker(RetrievedDocTracker):
         for member in log:
             domain, _, doc_key = member.partition(_SEP)
             grouped.setdefault(domain, []).append(doc_key)
-        return SessionRetrievals(grouped)
+        return SessionRetrievals.from_marks(grouped)
 
     def is_domain_retrieved(self, session_id: str, domain: str) -> bool:
         try:
