@@ -55,6 +55,10 @@ else:
         # default); a scan is one cheap Redis query, so look every few seconds instead.
         "unacked_restore_interval": max(1, min(10, _visibility_timeout // 5)),
         "unacked_restore_throttle": 1,
+        # A hung Redis fails a publish (an upload's queueing) in seconds, not at the OS's TCP
+        # timeout.
+        "socket_timeout": env.float("REDIS_SOCKET_TIMEOUT", default=2.0),
+        "socket_connect_timeout": env.float("REDIS_SOCKET_TIMEOUT", default=2.0),
     }
 CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default=None) or None
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
@@ -80,6 +84,12 @@ MILVUS_TOKEN = env.str("MILVUS_TOKEN", default="")
 MILVUS_COLLECTION = env.str("MILVUS_COLLECTION", default="agentkb_chunks")
 MILVUS_INDEX_TYPE = env.str("MILVUS_INDEX_TYPE", default="AUTOINDEX")
 MILVUS_TIMEOUT = env.float("MILVUS_TIMEOUT", default=10.0)
+# The deadline of the calls a lookup and /healthz wait on (search, query, ping): a store that
+# hangs costs a lookup this long once, then the breaker answers for it (keyword-only, DEGRADED).
+MILVUS_READ_TIMEOUT = env.float("MILVUS_READ_TIMEOUT", default=2.0)
+# After a dependency (Milvus, Redis action memory) times out or drops its connection, calls to it
+# fail at once for this many seconds, then it is asked again (config.breaker).
+DEPENDENCY_BREAKER_SECONDS = env.float("DEPENDENCY_BREAKER_SECONDS", default=5.0)
 # Flush after each document's vectors are written: milvus-lite scans unflushed rows slowly.
 # A busy Milvus cluster seals segments itself and may prefer this off.
 MILVUS_FLUSH_AFTER_WRITE = env.bool("MILVUS_FLUSH_AFTER_WRITE", default=True)
@@ -100,7 +110,9 @@ LLM_BASE_URL = env.str("LLM_BASE_URL", default="")
 LLM_API_KEY = env.str("LLM_API_KEY", default="")
 LLM_MODEL = env.str("LLM_MODEL", default="gpt-4o-mini")
 LLM_TIMEOUT = env.float("LLM_TIMEOUT", default=30.0)
-LLM_MAX_RETRIES = env.int("LLM_MAX_RETRIES", default=2)
+# 0: a failed request is retried by the task later (LLM_TASK_RETRIES), not by the client while it
+# holds a worker slot (three 30 s attempts at a hung endpoint held one for 90 s).
+LLM_MAX_RETRIES = env.int("LLM_MAX_RETRIES", default=0)
 # Ask for JSON output (response_format json_object); turn off for endpoints that reject it.
 LLM_JSON_MODE = env.bool("LLM_JSON_MODE", default=True)
 # A task whose LLM call still fails after the client's own retries is retried this many times,
