@@ -72,6 +72,12 @@ CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=660)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"
 
+# --- /healthz -----------------------------------------------------------------------------------
+# The longest /healthz waits for its parts (checked at once); a part silent by then is down.
+HEALTH_TIMEOUT = env.float("HEALTH_TIMEOUT", default=1.5)
+# The storage part is down when the var or index folder has less free space than this.
+HEALTH_MIN_FREE_MB = env.int("HEALTH_MIN_FREE_MB", default=200)
+
 # --- Milvus ------------------------------------------------------------------------------------
 # A local path means embedded milvus-lite; http(s):// means a milvus-lite server, Milvus
 # standalone or a cluster.

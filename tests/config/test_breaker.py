@@ -37,7 +37,11 @@ def test_breaker_opens_after_a_failure_and_lets_a_call_through_after_the_cooldow
 
 def test_a_hung_milvus_costs_one_deadline_then_fails_at_once(hung_peer):
     store = VectorStore(
-        uri=f"http://127.0.0.1:{hung_peer.port}", collection="c", timeout=1.0, read_timeout=1.0, breaker_seconds=30
+        uri=f"http://127.0.0.1:{hung_peer.port}",
+        collection="c",
+        timeout=1.0,
+        read_timeout=1.0,
+        breaker_seconds=30,
     )
     started = time.monotonic()
     with pytest.raises(VectorStoreError):
