@@ -48,7 +48,11 @@ else:
     # A message taken by a worker that dies (SIGKILL, OOM, lost host) is delivered again after
     # this many seconds (acks_late): keep it above CELERY_TASK_TIME_LIMIT, or a slow task that is
     # still running would be delivered to a second worker too.
-    _visibility_timeout = env.int("CELERY_BROKER_VISIBILITY_TIMEOUT", default=3600)
+    # Default: the hard time limit and a minute, so a killed worker's message comes back minutes
+    # after, not an hour.
+    _visibility_timeout = env.int(
+        "CELERY_BROKER_VISIBILITY_TIMEOUT", default=env.int("CELERY_TASK_TIME_LIMIT", default=660) + 60
+    )
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "visibility_timeout": _visibility_timeout,
         # kombu looks for such messages only every interval x throttle seconds (100 s by
