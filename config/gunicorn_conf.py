@@ -10,8 +10,12 @@ graceful_timeout = 30
 
 
 def post_fork(server, worker):
+    import os
+
     import django
 
+    # As config.wsgi does, which the worker imports only after this hook.
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     django.setup()
     from retrieval.warmup import process_warm_up
 
