@@ -171,7 +171,11 @@ def main() -> int:
         items_ingest(items=folder_items([DEMO_CORPUS]))
         indexed = ApiDocument.objects.filter(status="INDEXED").count()
         print(f"demo corpus: {indexed} documents indexed in {time.perf_counter() - started:.1f}s")
-        tokens = [tool_token_issue(name=f"load-{run_id}-{i}").key for i in range(args.clients)]
+        issued = [tool_token_issue(name=f"load-{run_id}-{i}") for i in range(args.clients)]
+        tokens = [token.key for token in issued]
+        # The action memory is per agent: one client's token is one agent, whose sessions are
+        # keyed by its user id (retrieval.agents.tracker.memory_session_key).
+        agent_ids = {token.key: token.user.pk for token in issued}
 
         web_env = {**env, "CELERY_TASK_ALWAYS_EAGER": "false"}
         web = subprocess.Popen(
@@ -213,7 +217,7 @@ def main() -> int:
             return _report_two_agents(args, rows)
         sessions = [f"load-{run_id}-s{i}" for i in range(args.sessions)]
         body = _run_load(args, web_port, tokens, sessions)
-        return _report(args, body, sessions, work)
+        return _report(args, body, sessions, work, agent_ids)
     finally:
         stop(mcp)
         stop(web)
@@ -228,7 +232,8 @@ def main() -> int:
 def _run_load(args, port: int, tokens: list[str], sessions: list[str]) -> dict:
     latencies: list[float] = []
     statuses: Counter = Counter()
-    returned: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    # per (token, session): each client is its own agent, and agents share no session
+    returned: dict[tuple[str, str], set[tuple[str, str]]] = defaultdict(set)
     lock = threading.Lock()
 
     # Warm every worker (model load, first Milvus connection) before the clock starts.
@@ -253,7 +258,7 @@ def _run_load(args, port: int, tokens: list[str], sessions: list[str]) -> dict:
                 statuses[status] += 1
                 if status == 200:
                     for item in [data["primary"], *data["supplement"]] if data["primary"] else []:
-                        returned[session].add((item["domain"], item["docKey"]))
+                        returned[(token, session)].add((item["domain"], item["docKey"]))
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(args.clients)]
     wall = time.perf_counter()
@@ -286,31 +291,35 @@ def _post(port: int, token: str, payload: dict) -> tuple[int, dict | None]:
         conn.close()
 
 
-def _report(args, result: dict, sessions: list[str], work: Path) -> int:
+def _report(args, result: dict, sessions: list[str], work: Path, agent_ids: dict[str, int]) -> int:
     from observability.models import ToolInvocation
     from retrieval.agents.tracker import get_tracker
+    from retrieval.agents.tracker.base import memory_session_key
 
     latencies, statuses = result["latencies"], result["statuses"]
     total = sum(statuses.values())
     errors = total - statuses.get(200, 0)
-    recorded: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    recorded: dict[tuple[int, str], set[tuple[str, str]]] = defaultdict(set)
     invocation_statuses: Counter = Counter()
-    for session_id, status, details in ToolInvocation.objects.filter(session_id__in=sessions).values_list(
-        "session_id", "status", "retrieval_details"
-    ):
+    for agent_id, session_id, status, details in ToolInvocation.objects.filter(
+        session_id__in=sessions
+    ).values_list("agent_id", "session_id", "status", "retrieval_details"):
         invocation_statuses[status] += 1
-        recorded[session_id] |= set(
+        recorded[(agent_id, session_id)] |= set(
             zip(details["returned_domains"], details["returned_doc_keys"], strict=True)
         )
 
     tracker = get_tracker()
     inconsistent = []
-    for session in sessions:
-        memory = tracker.snapshot(session)
+    pairs = [(token, session) for token in agent_ids for session in sessions]
+    for token, session in pairs:
+        agent_id = agent_ids[token]
+        key = memory_session_key(agent_id=agent_id, agent="", session_id=session)
+        memory = tracker.snapshot(key)
         in_redis = {(domain, doc) for domain, docs in memory.domains.items() for doc in docs}
-        if not (in_redis == result["returned"][session] == recorded[session]):
-            inconsistent.append(session)
-    marked = sum(len(result["returned"][s]) for s in sessions)
+        if not (in_redis == result["returned"][(token, session)] == recorded[(agent_id, session)]):
+            inconsistent.append(f"agent {agent_id} / {session}")
+    marked = sum(len(found) for found in result["returned"].values())
 
     print()
     print(
@@ -325,7 +334,7 @@ def _report(args, result: dict, sessions: list[str], work: Path) -> int:
     print(f"  HTTP statuses   {dict(statuses)}  errors {errors}")
     print(f"  invocations     {dict(invocation_statuses)} recorded for these sessions")
     print(
-        f"  action memory   {len(sessions) - len(inconsistent)}/{len(sessions)} sessions consistent "
+        f"  action memory   {len(pairs) - len(inconsistent)}/{len(pairs)} (agent, session) pairs consistent "
         f"(Redis == union of responses == union of recorded invocations; {marked} documents marked)"
     )
     if inconsistent:

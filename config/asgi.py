@@ -59,12 +59,19 @@ def _lexical_engine_decide() -> None:
         logger.warning("Milvus did not answer at start; the lexical engine is decided on the first lookup")
 
 
+def _warm_up() -> None:
+    from retrieval.warmup import process_warm_up
+
+    process_warm_up()
+
+
 async def _lifespan(session_manager, receive, send):
     message = await receive()
     if message["type"] != "lifespan.startup":
         return
     try:
         await sync_to_async(_lexical_engine_decide)()
+        await sync_to_async(_warm_up)()
         async with session_manager.run():
             await send({"type": "lifespan.startup.complete"})
             await receive()  # lifespan.shutdown

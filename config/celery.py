@@ -33,3 +33,11 @@ def _worker_logs_mask_credentials(logger=None, **kwargs) -> None:
 
     if logger is not None:
         handlers_mask_credentials(logger)
+
+
+@signals.worker_process_init.connect
+def _warm_up_pool_process(**kwargs) -> None:
+    # Each pool process loads the model and the analyser before its first task, not during it.
+    from retrieval.warmup import process_warm_up
+
+    process_warm_up()

@@ -1,6 +1,11 @@
-"""GET /healthz: the state of the database, the vector store, the lexical index and the Celery broker.
+"""GET /healthz: the state of the database, the vector store, the lexical index, the Celery broker,
+the Redis action memory and the storage (free space and writability of the var and index folders).
 
-200 when all answer; 503 with ``down`` naming each part that does not. Anyone (a load balancer,
+200 when all answer; 503 with ``down`` naming each part that does not. Bounded: every part is
+checked at once, each in a thread of its own, and the answer waits at most HEALTH_TIMEOUT
+seconds (well under a probe's 2 s): a part that has not answered by then is down ("no answer
+within ..."), however it hangs. A part whose check from an earlier request still hangs is not
+checked again beside it: the request waits on the same check, so hung checks never pile up. Anyone (a load balancer,
 a probe, an agent with its tool token) gets only up/down per part; the details (backends, URIs,
 errors, timings) go only to staff signed in to the admin, with every URI's password and
 credential parameters masked (``config.credentials``). An agent learns nothing about where the
@@ -11,9 +16,16 @@ It lives in ``config``: it checks the whole service, not one app.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
+from pathlib import Path
 
+from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
@@ -23,9 +35,13 @@ from config.credentials import mask_credentials
 
 
 def _check_database() -> str:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
-    return connection.vendor
+    # In a check thread: its own connection, closed after, so none is left open per thread.
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        return connection.vendor
+    finally:
+        connection.close()
 
 
 def _check_vector_store() -> str:
@@ -57,29 +73,89 @@ def _check_broker() -> str:
         return conn.transport_cls if isinstance(conn.transport_cls, str) else conn.transport.driver_name
 
 
+def _check_action_memory() -> str:
+    """The Redis the action memory (and cache, throttle) use, pinged with a short deadline."""
+    if not settings.REDIS_URL:
+        return "in-process (no REDIS_URL)"
+    import redis
+
+    client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=1, socket_connect_timeout=1)
+    try:
+        client.ping()
+    finally:
+        client.close()
+    return settings.REDIS_URL
+
+
+def _check_storage() -> str:
+    """The var folder and the lexical index folder: writable, with room left. A full disk made
+    uploads, logins and lookups fail while every other part said ok."""
+    minimum = int(settings.HEALTH_MIN_FREE_MB) * 1024 * 1024
+    details = []
+    for folder in {Path(settings.VAR_DIR), Path(settings.LEXICAL_INDEX_DIR)}:
+        if not folder.exists():
+            continue
+        free = shutil.disk_usage(folder).free
+        if free < minimum:
+            raise OSError(f"{folder}: {free // (1024 * 1024)} MB free, below HEALTH_MIN_FREE_MB")
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".healthz-") as probe:
+            probe.write(b"ok")
+            probe.flush()
+        details.append(f"{folder}: {free // (1024 * 1024)} MB free")
+    return "; ".join(sorted(details))
+
+
 CHECKS: dict[str, Callable[[], str]] = {
     "database": _check_database,
     "vector_store": _check_vector_store,
     "lexical_index": _check_lexical_index,
     "broker": _check_broker,
+    "action_memory": _check_action_memory,
+    "storage": _check_storage,
 }
+
+_pool = ThreadPoolExecutor(max_workers=12, thread_name_prefix="healthz")
+_running: dict[str, Future] = {}
+_running_lock = threading.Lock()
+
+
+def _timed(check: Callable[[], str]) -> dict:
+    started = time.perf_counter()
+    try:
+        result = {"ok": True, "detail": mask_credentials(str(check()))}
+    except Exception as exc:  # a health check reports every failure, whatever its type
+        result = {"ok": False, "error": mask_credentials(f"{type(exc).__name__}: {exc}")[:500]}
+    result["ms"] = round((time.perf_counter() - started) * 1000, 1)
+    return result
+
+
+def _submit(name: str, check: Callable[[], str]) -> Future:
+    with _running_lock:
+        future = _running.get(name)
+        if future is None or future.done():
+            future = _running[name] = _pool.submit(_timed, check)
+        return future
 
 
 def run_checks() -> dict[str, dict]:
+    """Every part at once, the whole within HEALTH_TIMEOUT seconds."""
+    timeout = float(settings.HEALTH_TIMEOUT)
+    futures = {name: _submit(name, check) for name, check in CHECKS.items()}
+    wait_futures(futures.values(), timeout=timeout)
     results: dict[str, dict] = {}
-    for name, check in CHECKS.items():
-        started = time.perf_counter()
-        try:
-            detail = check()
-            results[name] = {"ok": True, "detail": mask_credentials(str(detail))}
-        except Exception as exc:  # a health check reports every failure, whatever its type
-            results[name] = {"ok": False, "error": mask_credentials(f"{type(exc).__name__}: {exc}")[:500]}
-        results[name]["ms"] = round((time.perf_counter() - started) * 1000, 1)
+    for name, future in futures.items():
+        if future.done():
+            results[name] = future.result()
+        else:
+            results[name] = {"ok": False, "error": f"no answer within {timeout:g} s", "ms": timeout * 1000}
     return results
 
 
-def _may_see_details(request: HttpRequest) -> bool:
-    """Staff signed in to the admin; never an agent: a tool token opens no door here."""
+def _may_see_details(request: HttpRequest, database_up: bool) -> bool:
+    """Staff signed in to the admin; never an agent: a tool token opens no door here. Asked
+    only once the database answered: finding the user reads the session from it."""
+    if not database_up:
+        return False
     user = getattr(request, "user", None)
     return user is not None and user.is_active and user.is_staff
 
@@ -89,7 +165,7 @@ def _may_see_details(request: HttpRequest) -> bool:
 def healthz(request: HttpRequest) -> JsonResponse:
     checks = run_checks()
     down = [name for name, result in checks.items() if not result["ok"]]
-    if not _may_see_details(request):
+    if not _may_see_details(request, checks["database"]["ok"]):
         checks = {name: {"ok": result["ok"]} for name, result in checks.items()}
     body = {"status": "ok" if not down else "unavailable", "down": down, "checks": checks}
     return JsonResponse(body, status=200 if not down else 503)

@@ -11,6 +11,8 @@ uncaught exception (500). ``JsonErrorsMiddleware``, first in MIDDLEWARE:
 - answers a query string with too many parameters itself, on every path: 400
   ``too_many_parameters`` under those prefixes, the URLconf's 400 page elsewhere, so a staff
   page answers 400, never the 500 of a debug page that cannot show the request;
+- answers an uncaught database, Redis or broker failure under those prefixes 503 with the part
+  named and ``Retry-After`` (``config.outages``): an outage, not a bug;
 - turns any other error answer under those prefixes that is not JSON into the API's one format,
   ``{"error": {"code", "message", "details"}}`` (``config.exception_handlers.error_body``),
   keeping its status and its Allow / WWW-Authenticate / Retry-After headers.
@@ -35,6 +37,7 @@ from django.urls import get_resolver, get_urlconf, is_valid_path
 from django.utils.deprecation import MiddlewareMixin
 
 from config.exception_handlers import error_body
+from config.outages import RETRY_AFTER_SECONDS, request_outage
 
 JSON_PREFIXES = ("/api/", "/mcp/", "/healthz/")
 DIFY_PREFIX = "/api/dify/"
@@ -106,6 +109,18 @@ class JsonErrorsMiddleware(MiddlewareMixin):
         if response.status_code < 400 or not json_errors_path(request.path_info) or _is_json(response):
             return response
         status = response.status_code
+        part = request_outage(request) if status == 500 else None
+        if part is not None:
+            # A dependency's outage, not a bug: 503 naming it, and when to try again.
+            outage = _json_error(
+                request,
+                503,
+                f"{part}_unavailable",
+                f"The {part} does not answer; try again in a few seconds.",
+                {"part": part},
+            )
+            outage["Retry-After"] = str(RETRY_AFTER_SECONDS)
+            return outage
         code, message = _BY_STATUS.get(status, (None, None))
         if code is None:
             phrase = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Error"

@@ -34,6 +34,7 @@ import numpy as np
 from django.conf import settings
 
 from config.credentials import mask_credentials
+from knowledge.vector_deadlines import CallGuard, timed_out
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +136,8 @@ class VectorStore:
         collection: str,
         index_type: str = "AUTOINDEX",
         timeout: float = 10.0,
+        read_timeout: float = 2.0,
+        breaker_seconds: float = 5.0,
         flush_after_write: bool = True,
     ) -> None:
         self.uri = uri
@@ -143,6 +146,12 @@ class VectorStore:
         self.collection = collection
         self.index_type = index_type
         self.timeout = timeout
+        self.guard = CallGuard(
+            f"Milvus at {mask_credentials(uri)}",
+            timeout=timeout,
+            read_timeout=read_timeout,
+            cooldown=breaker_seconds,
+        )
         self._client = None
         self._lock = threading.Lock()
         self._loaded = False
@@ -187,12 +196,23 @@ class VectorStore:
             self._version = None
 
     def _call(self, fn_name: str, *args, **kwargs):
-        """Call a client method; reload the collection once if a restarted server released it,
-        and connect afresh once if the connection broke."""
+        """Call a client method within its deadline, unless the breaker is open (a call failed
+        for want of an answer moments ago): see ``knowledge.vector_deadlines``."""
+        kwargs.setdefault("timeout", self.guard.deadline(fn_name))
+        return self.guard.run(
+            fn_name,
+            lambda: self._call_reconnecting(fn_name, *args, **kwargs),
+            refused=lambda reason: VectorStoreError(f"Milvus {fn_name} not attempted: {reason}"),
+            lost=lambda exc: _connection_lost(exc) or timed_out(exc),
+        )
+
+    def _call_reconnecting(self, fn_name: str, *args, **kwargs):
+        """Reload the collection once if a restarted server released it, and connect afresh
+        once if the connection broke (not when it timed out: a hung server would hang again)."""
         try:
             return self._call_once(fn_name, *args, **kwargs)
         except VectorStoreError as exc:
-            if not _connection_lost(exc):
+            if not _connection_lost(exc) or timed_out(exc):
                 raise
         # pymilvus keeps a channel that saw its server go away failing even after the server is
         # back ("Fail connecting to server"): drop it and try once on a new connection, so a
@@ -211,7 +231,7 @@ class VectorStore:
             text = str(exc).lower()
             if "released" in text or "not loaded" in text or "state 'loading'" in text:
                 try:
-                    self.client().load_collection(self.collection)
+                    self.client().load_collection(self.collection, timeout=self.timeout)
                     return getattr(self.client(), fn_name)(*args, **kwargs)
                 except Exception as again:
                     raise VectorStoreError(f"Milvus {fn_name} failed: {again}") from again
@@ -610,6 +630,8 @@ def get_vector_store() -> VectorStore:
                     collection=settings.MILVUS_COLLECTION,
                     index_type=settings.MILVUS_INDEX_TYPE,
                     timeout=settings.MILVUS_TIMEOUT,
+                    read_timeout=settings.MILVUS_READ_TIMEOUT,
+                    breaker_seconds=settings.DEPENDENCY_BREAKER_SECONDS,
                     flush_after_write=settings.MILVUS_FLUSH_AFTER_WRITE,
                 )
     return _store

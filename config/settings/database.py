@@ -23,6 +23,11 @@ if _db["ENGINE"] == "django.db.backends.mysql":
     _db.setdefault("OPTIONS", {})
     _db["OPTIONS"].setdefault("charset", "utf8mb4")
     _db["OPTIONS"].setdefault("init_command", "SET sql_mode='STRICT_TRANS_TABLES'")
+    # A hung server fails a request in seconds instead of holding it until gunicorn kills the
+    # worker (the client's defaults wait forever); reads and writes get room for a slow query.
+    _db["OPTIONS"].setdefault("connect_timeout", env.int("DATABASE_CONNECT_TIMEOUT", default=3))
+    _db["OPTIONS"].setdefault("read_timeout", env.int("DATABASE_READ_TIMEOUT", default=15))
+    _db["OPTIONS"].setdefault("write_timeout", env.int("DATABASE_READ_TIMEOUT", default=15))
     _db.setdefault("TEST", {})
     _db["TEST"].setdefault("CHARSET", "utf8mb4")
     _db["TEST"].setdefault("COLLATION", "utf8mb4_unicode_ci")
@@ -32,7 +37,8 @@ elif _db["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the web process read while the worker writes.
     _db.setdefault("OPTIONS", {})
     _db["OPTIONS"].setdefault("init_command", "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
-    _db["OPTIONS"].setdefault("timeout", 20)
+    # SQLite's busy timeout: how long a write waits for the other process's write lock.
+    _db["OPTIONS"].setdefault("timeout", env.float("DATABASE_BUSY_TIMEOUT", default=20.0))
     # A transaction that reads, then writes (select_for_update, get_or_create) fails at once with
     # "database is locked" when the other process holds the write lock (SQLite cannot wait there
     # without risking a deadlock); taking the write lock at BEGIN makes it wait up to `timeout`.

@@ -50,13 +50,21 @@ else:
     # A message taken by a worker that dies (SIGKILL, OOM, lost host) is delivered again after
     # this many seconds (acks_late): keep it above CELERY_TASK_TIME_LIMIT, or a slow task that is
     # still running would be delivered to a second worker too.
-    _visibility_timeout = env.int("CELERY_BROKER_VISIBILITY_TIMEOUT", default=3600)
+    # Default: the hard time limit and a minute, so a killed worker's message comes back minutes
+    # after, not an hour.
+    _visibility_timeout = env.int(
+        "CELERY_BROKER_VISIBILITY_TIMEOUT", default=env.int("CELERY_TASK_TIME_LIMIT", default=660) + 60
+    )
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "visibility_timeout": _visibility_timeout,
         # kombu looks for such messages only every interval x throttle seconds (100 s by
         # default); a scan is one cheap Redis query, so look every few seconds instead.
         "unacked_restore_interval": max(1, min(10, _visibility_timeout // 5)),
         "unacked_restore_throttle": 1,
+        # A hung Redis fails a publish (an upload's queueing) in seconds, not at the OS's TCP
+        # timeout.
+        "socket_timeout": env.float("REDIS_SOCKET_TIMEOUT", default=2.0),
+        "socket_connect_timeout": env.float("REDIS_SOCKET_TIMEOUT", default=2.0),
     }
 CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default=None) or None
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
@@ -69,6 +77,12 @@ CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=600
 CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=660)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"
+
+# --- /healthz -----------------------------------------------------------------------------------
+# The longest /healthz waits for its parts (checked at once); a part silent by then is down.
+HEALTH_TIMEOUT = env.float("HEALTH_TIMEOUT", default=1.5)
+# The storage part is down when the var or index folder has less free space than this.
+HEALTH_MIN_FREE_MB = env.int("HEALTH_MIN_FREE_MB", default=200)
 
 # --- Milvus ------------------------------------------------------------------------------------
 # A local path means embedded milvus-lite; http(s):// means a milvus-lite server, Milvus
@@ -93,6 +107,12 @@ MILVUS_TOKEN = env.str("MILVUS_TOKEN", default="")
 MILVUS_COLLECTION = env.str("MILVUS_COLLECTION", default="agentkb_chunks")
 MILVUS_INDEX_TYPE = env.str("MILVUS_INDEX_TYPE", default="AUTOINDEX")
 MILVUS_TIMEOUT = env.float("MILVUS_TIMEOUT", default=10.0)
+# The deadline of the calls a lookup and /healthz wait on (search, query, ping): a store that
+# hangs costs a lookup this long once, then the breaker answers for it (keyword-only, DEGRADED).
+MILVUS_READ_TIMEOUT = env.float("MILVUS_READ_TIMEOUT", default=2.0)
+# After a dependency (Milvus, Redis action memory) times out or drops its connection, calls to it
+# fail at once for this many seconds, then it is asked again (config.breaker).
+DEPENDENCY_BREAKER_SECONDS = env.float("DEPENDENCY_BREAKER_SECONDS", default=5.0)
 # Flush after each document's vectors are written: milvus-lite scans unflushed rows slowly.
 # A busy Milvus cluster seals segments itself and may prefer this off.
 MILVUS_FLUSH_AFTER_WRITE = env.bool("MILVUS_FLUSH_AFTER_WRITE", default=True)
@@ -113,7 +133,9 @@ LLM_BASE_URL = env.str("LLM_BASE_URL", default="")
 LLM_API_KEY = env.str("LLM_API_KEY", default="")
 LLM_MODEL = env.str("LLM_MODEL", default="gpt-4o-mini")
 LLM_TIMEOUT = env.float("LLM_TIMEOUT", default=30.0)
-LLM_MAX_RETRIES = env.int("LLM_MAX_RETRIES", default=2)
+# 0: a failed request is retried by the task later (LLM_TASK_RETRIES), not by the client while it
+# holds a worker slot (three 30 s attempts at a hung endpoint held one for 90 s).
+LLM_MAX_RETRIES = env.int("LLM_MAX_RETRIES", default=0)
 # Ask for JSON output (response_format json_object); turn off for endpoints that reject it.
 LLM_JSON_MODE = env.bool("LLM_JSON_MODE", default=True)
 # A task whose LLM call still fails after the client's own retries is retried this many times,

@@ -56,6 +56,8 @@ def test_anonymous_callers_and_agents_learn_only_up_or_down(client, milvus_down_
             "vector_store": {"ok": False},
             "lexical_index": {"ok": False},
             "broker": {"ok": True},
+            "action_memory": {"ok": True},
+            "storage": {"ok": True},
         }
         assert "127.0.0.1" not in response.content.decode() and not _leaks(response.content.decode())
 

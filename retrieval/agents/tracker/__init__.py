@@ -67,7 +67,12 @@ def get_tracker() -> RetrievedDocTracker:
                 ttl = int(settings.RETRIEVAL_SESSION_TTL)
                 cap = int(settings.RETRIEVAL_MAX_SESSIONS_PER_AGENT)
                 if tracker_backend() == "redis":
-                    _tracker = RedisTracker.from_url(settings.REDIS_URL, ttl=ttl, max_sessions_per_agent=cap)
+                    _tracker = RedisTracker.from_url(
+                        settings.REDIS_URL,
+                        ttl=ttl,
+                        max_sessions_per_agent=cap,
+                        breaker_seconds=settings.DEPENDENCY_BREAKER_SECONDS,
+                    )
                 else:
                     _tracker = MemoryTracker(ttl=ttl, max_sessions_per_agent=cap)
     return _tracker

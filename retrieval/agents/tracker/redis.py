@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 import redis
 
+from config.breaker import CircuitBreaker, CircuitOpen
 from retrieval.agents.tracker.base import RetrievedDocTracker, SessionRetrievals, memory_key_owner
 
 KEY_PREFIX = "agentkb:retrieval:"
@@ -70,22 +72,59 @@ class TrackerUnavailable(Exception):
 
 class RedisTracker(RetrievedDocTracker):
     def __init__(
-        self, *, client: redis.Redis, ttl: int, prefix: str = KEY_PREFIX, max_sessions_per_agent: int = 0
+        self,
+        *,
+        client: redis.Redis,
+        ttl: int,
+        prefix: str = KEY_PREFIX,
+        max_sessions_per_agent: int = 0,
+        breaker_seconds: float = 5.0,
     ) -> None:
         self.client = client
         self.ttl = ttl
         self.prefix = prefix
         self.max_sessions_per_agent = max_sessions_per_agent
+        # A Redis that hangs would cost every lookup its socket timeout (several calls each);
+        # after one times out, the lookup goes memory-less (fallback store) at once.
+        self.breaker = CircuitBreaker("Redis action memory", cooldown=breaker_seconds)
         self._mark = client.register_script(_MARK_LUA)
 
     @classmethod
     def from_url(
-        cls, url: str, *, ttl: int, prefix: str = KEY_PREFIX, max_sessions_per_agent: int = 0
+        cls,
+        url: str,
+        *,
+        ttl: int,
+        prefix: str = KEY_PREFIX,
+        max_sessions_per_agent: int = 0,
+        breaker_seconds: float = 5.0,
     ) -> RedisTracker:
         client = redis.Redis.from_url(
             url, decode_responses=True, socket_timeout=2, socket_connect_timeout=2, health_check_interval=30
         )
-        return cls(client=client, ttl=ttl, prefix=prefix, max_sessions_per_agent=max_sessions_per_agent)
+        return cls(
+            client=client,
+            ttl=ttl,
+            prefix=prefix,
+            max_sessions_per_agent=max_sessions_per_agent,
+            breaker_seconds=breaker_seconds,
+        )
+
+    @contextmanager
+    def _guard(self) -> Iterator[None]:
+        """Raise TrackerUnavailable for any Redis failure, at once while the breaker is open."""
+        try:
+            self.breaker.check()
+        except CircuitOpen as exc:
+            raise TrackerUnavailable(f"Redis action memory: {exc}") from exc
+        try:
+            yield
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            self.breaker.failed(exc)
+            raise TrackerUnavailable(f"Redis action memory: {exc}") from exc
+        except redis.RedisError as exc:
+            raise TrackerUnavailable(f"Redis action memory: {exc}") from exc
+        self.breaker.succeeded()
 
     def _tag(self, session_id: str) -> str:
         # Hashed: session ids are client-chosen and may hold braces, which would break the tag.
@@ -111,30 +150,25 @@ class RedisTracker(RetrievedDocTracker):
         for domain, doc_key in items:
             args += [domain, doc_key]
         keys = [*self._session_keys(tag), self.agent_index_key(session_id), self.evicted_key]
-        try:
+        with self._guard():
             domains, evicted = self._mark(keys=keys, args=args)
             if evicted:  # keys of other sessions: deleted outside the script, which declares its keys
                 self.client.delete(*(key for gone in evicted for key in self._session_keys(gone)))
-        except redis.RedisError as exc:
-            raise TrackerUnavailable(f"Redis action memory: {exc}") from exc
         return list(domains)
 
     def snapshot(self, session_id: str) -> SessionRetrievals:
         tag = self._tag(session_id)
         domains_key, log_key = self._session_keys(tag)
-        try:
-            with self.client.pipeline(transaction=True) as pipe:
-                pipe.zrange(domains_key, 0, -1)
-                pipe.zrange(log_key, 0, -1)
-                if self.ttl > 0:
-                    pipe.expire(domains_key, self.ttl)
-                    pipe.expire(log_key, self.ttl)
-                # A session in use is recently used: the cap evicts others first (XX: a session
-                # never marked is not indexed by being read).
-                pipe.zadd(self.agent_index_key(session_id), {tag: _now_us()}, xx=True)
-                domains, log = pipe.execute()[:2]
-        except redis.RedisError as exc:
-            raise TrackerUnavailable(f"Redis action memory: {exc}") from exc
+        with self._guard(), self.client.pipeline(transaction=True) as pipe:
+            pipe.zrange(domains_key, 0, -1)
+            pipe.zrange(log_key, 0, -1)
+            if self.ttl > 0:
+                pipe.expire(domains_key, self.ttl)
+                pipe.expire(log_key, self.ttl)
+            # A session in use is recently used: the cap evicts others first (XX: a session
+            # never marked is not indexed by being read).
+            pipe.zadd(self.agent_index_key(session_id), {tag: _now_us()}, xx=True)
+            domains, log = pipe.execute()[:2]
         grouped: dict[str, list[str]] = {domain: [] for domain in domains}
         for member in log:
             domain, _, doc_key = member.partition(_SEP)
@@ -142,20 +176,14 @@ class RedisTracker(RetrievedDocTracker):
         return SessionRetrievals.from_marks(grouped)
 
     def is_domain_retrieved(self, session_id: str, domain: str) -> bool:
-        try:
+        with self._guard():
             return self.client.zscore(self.keys(session_id)[0], domain) is not None
-        except redis.RedisError as exc:
-            raise TrackerUnavailable(f"Redis action memory: {exc}") from exc
 
     def clear_session(self, session_id: str) -> None:
-        try:
+        with self._guard():
             self.client.delete(*self.keys(session_id))
             self.client.zrem(self.agent_index_key(session_id), self._tag(session_id))
-        except redis.RedisError as exc:
-            raise TrackerUnavailable(f"Redis action memory: {exc}") from exc
 
     def sessions_evicted(self) -> int:
-        try:
+        with self._guard():
             return int(self.client.get(self.evicted_key) or 0)
-        except redis.RedisError as exc:
-            raise TrackerUnavailable(f"Redis action memory: {exc}") from exc

@@ -1,0 +1,22 @@
+"""gunicorn settings for the production command (``gunicorn config.wsgi -c config/gunicorn_conf.py``).
+
+Each worker loads the model, the analyser and the lexical index right after the fork, before it
+takes a request (``retrieval.warmup``), so no request pays for a cold process; the timeout
+leaves room for that start on a loaded machine.
+"""
+
+timeout = 60
+graceful_timeout = 30
+
+
+def post_fork(server, worker):
+    import os
+
+    import django
+
+    # As config.wsgi does, which the worker imports only after this hook.
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    django.setup()
+    from retrieval.warmup import process_warm_up
+
+    process_warm_up()

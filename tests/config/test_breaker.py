@@ -1,0 +1,72 @@
+"""Deadlines and the circuit breaker: a dependency that accepts connections and never answers
+costs one deadline, then calls fail at once until the cooldown ends."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from config.breaker import CircuitBreaker, CircuitOpen
+from knowledge.vectorstore import VectorStore, VectorStoreError
+from retrieval.agents.tracker import TrackerUnavailable
+from retrieval.agents.tracker.redis import RedisTracker
+from tests.support.hung_peer import HungPeer
+
+
+@pytest.fixture
+def hung_peer():
+    peer = HungPeer()
+    yield peer
+    peer.close()
+
+
+def test_breaker_opens_after_a_failure_and_lets_a_call_through_after_the_cooldown():
+    breaker = CircuitBreaker("thing", cooldown=0.3)
+    breaker.check()  # closed: nothing raised
+    breaker.failed(TimeoutError("no answer"))
+    with pytest.raises(CircuitOpen, match=r"thing failed .*no answer.*not asked again"):
+        breaker.check()
+    time.sleep(0.35)
+    breaker.check()  # half-open: the next call is let through
+    breaker.failed("again")
+    assert breaker.is_open
+    breaker.succeeded()
+    assert not breaker.is_open
+
+
+def test_a_hung_milvus_costs_one_deadline_then_fails_at_once(hung_peer):
+    store = VectorStore(
+        uri=f"http://127.0.0.1:{hung_peer.port}",
+        collection="c",
+        timeout=1.0,
+        read_timeout=1.0,
+        breaker_seconds=30,
+    )
+    started = time.monotonic()
+    with pytest.raises(VectorStoreError):
+        store.ping()
+    first = time.monotonic() - started
+    # connecting (the client's own deadline) plus at most one call's; never the OS's TCP timeout
+    assert first < 5, first
+
+    started = time.monotonic()
+    with pytest.raises(VectorStoreError, match=r"not attempted.*not asked again"):
+        store.ping()
+    with pytest.raises(VectorStoreError, match="not attempted"):
+        store.count()
+    assert time.monotonic() - started < 0.5
+    assert store.guard.breaker.is_open
+
+
+def test_a_hung_redis_action_memory_costs_one_socket_timeout_then_fails_at_once(hung_peer):
+    tracker = RedisTracker.from_url(f"redis://127.0.0.1:{hung_peer.port}/0", ttl=60, breaker_seconds=30)
+    started = time.monotonic()
+    with pytest.raises(TrackerUnavailable):
+        tracker.snapshot("s-1")
+    assert time.monotonic() - started < 5
+    started = time.monotonic()
+    for _ in range(5):
+        with pytest.raises(TrackerUnavailable, match="not asked again"):
+            tracker.mark_many("s-1", [("d", "d/a.md")])
+    assert time.monotonic() - started < 0.5
