@@ -102,7 +102,9 @@ def _parse_args() -> argparse.Namespace:
         default="model",
         help="null: fixed unit vectors at no cost (the pipeline's own work alone)",
     )
-    parser.add_argument("--milvus-uri", help="a Milvus server for the vectors (default: embedded milvus-lite)")
+    parser.add_argument(
+        "--milvus-uri", help="a Milvus server for the vectors (default: embedded milvus-lite)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (its path is printed)")
     return parser.parse_args()
 

@@ -34,7 +34,13 @@ import numpy as np
 from django.conf import settings
 
 from config.credentials import mask_credentials
-from knowledge.milvus_capabilities import SPARSE_FIELD, MilvusCapabilities, capabilities_for, is_lite_version, schema_problem
+from knowledge.milvus_capabilities import (
+    SPARSE_FIELD,
+    MilvusCapabilities,
+    capabilities_for,
+    is_lite_version,
+    schema_problem,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +60,10 @@ _PROP_DIM = "agentkb.dim"
 _DELETE_BATCH = 500
 # Rows per upsert call: keeps one request well under gRPC's message limit at 1024-d.
 _UPSERT_BATCH = 500
+# Counts and id lists (repairs, check_index, tests) see every write before them: a Milvus server's
+# default (Bounded) answers from a view up to seconds old, missing a delete just made. Searches
+# keep the default.
+_READ_YOUR_WRITES = "Strong"
 
 
 class VectorStoreError(Exception):
@@ -255,7 +265,10 @@ class VectorStore:
         if not self.exists():
             return None
         return schema_problem(
-            self.describe(), self.capabilities(), collection=self.collection, bm25_wanted=self.bm25_in_collection()
+            self.describe(),
+            self.capabilities(),
+            collection=self.collection,
+            bm25_wanted=self.bm25_in_collection(),
         )
 
     def bm25_in_collection(self) -> bool:
@@ -411,7 +424,13 @@ class VectorStore:
         offset, page = 0, 1000
         while True:
             rows = self._call(
-                "query", self.collection, filter=expr, output_fields=["chunk_id"], limit=page, offset=offset
+                "query",
+                self.collection,
+                filter=expr,
+                output_fields=["chunk_id"],
+                limit=page,
+                offset=offset,
+                consistency_level=_READ_YOUR_WRITES,
             )
             ids.update(r["chunk_id"] for r in rows)
             if len(rows) < page:
@@ -460,7 +479,13 @@ class VectorStore:
         if not self.exists():
             return 0
         expr = f"doc_key == {_quote(doc_key)}" if doc_key is not None else 'chunk_id != ""'
-        rows = self._call("query", self.collection, filter=expr, output_fields=["count(*)"])
+        rows = self._call(
+            "query",
+            self.collection,
+            filter=expr,
+            output_fields=["count(*)"],
+            consistency_level=_READ_YOUR_WRITES,
+        )
         return int(rows[0]["count(*)"]) if rows else 0
 
     def search(

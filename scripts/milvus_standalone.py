@@ -80,7 +80,9 @@ def start(port: int, data_dir: Path):
     template = data_dir / "config.yaml.template"
     template.write_text(_loopback_template(package_template.read_text(encoding="utf-8"), etcd_config))
     ports = {name: port + offset for name, offset in _OFFSETS.items()}
-    config = milvus.MilvusServerConfig(template=str(template), data_dir=str(data_dir), proxy_port=port, **ports)
+    config = milvus.MilvusServerConfig(
+        template=str(template), data_dir=str(data_dir), proxy_port=port, **ports
+    )
     # The package sets its glog config only when it reads its own template.
     config.glog_conf_file = str(package_template.parent / "glog.conf")
     server = milvus.MilvusServer(config)
@@ -93,7 +95,9 @@ def start(port: int, data_dir: Path):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--port", type=int, default=int(os.environ.get("MILVUS_PORT", "19530")))
     parser.add_argument("--data-dir", type=Path, help="kept on exit (default: a temporary folder, removed)")
     parser.add_argument("--pid-file", type=Path, help="where to write the server's PID")

@@ -44,7 +44,12 @@ def _row(doc_key, idx, vec, text=""):
 )
 def test_capabilities_follow_the_server_version(version, lite, sparse, bm25, hybrid):
     caps = capabilities_for(version)
-    assert (caps.lite, caps.sparse_vectors, caps.bm25_function, caps.hybrid_search) == (lite, sparse, bm25, hybrid)
+    assert (caps.lite, caps.sparse_vectors, caps.bm25_function, caps.hybrid_search) == (
+        lite,
+        sparse,
+        bm25,
+        hybrid,
+    )
     assert caps.server_version == version
     assert is_lite_version(version) is lite
 
