@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 PORT ?= 8000
 MILVUS_PORT ?= 19530
 
-.PHONY: install run test lint format clean-var mutate
+.PHONY: install run test lint format clean-var mutate milvus-standalone
 
 # The venv is rebuilt only when pyproject.toml changes.
 $(STAMP): pyproject.toml
@@ -42,6 +42,13 @@ run: install
 		echo "" && \
 		AGENTKB_PORT=$(PORT) MILVUS_PORT=$(MILVUS_PORT) MILVUS_URI=http://127.0.0.1:$(MILVUS_PORT) \
 		exec $(BIN)/honcho start -f Procfile
+
+# Milvus 2.3.5 standalone (PyPI `milvus`, the milvus-server extra) on 127.0.0.1:$(MILVUS_PORT) and
+# the next eleven ports, data in a temporary folder removed on Ctrl-C. Then, in another shell:
+# MILVUS_URI=http://127.0.0.1:$(MILVUS_PORT) make test (or make run's processes).
+milvus-standalone: install
+	@$(BIN)/python -c 'import milvus' 2>/dev/null || $(BIN)/pip install --quiet --disable-pip-version-check 'milvus==2.3.5'
+	$(BIN)/python scripts/milvus_standalone.py --port $(MILVUS_PORT)
 
 # The whole suite. With DATABASE_URL (MySQL/MariaDB) and REDIS_URL set it also runs the
 # service-backed tests (real Celery worker included); without them those are skipped with a reason.

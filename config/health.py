@@ -49,7 +49,8 @@ def _check_vector_store() -> str:
 
     store = get_vector_store()
     store.ping()
-    return "milvus-lite (embedded)" if store.is_embedded else store.uri
+    where = "milvus-lite (embedded)" if store.is_embedded else store.uri
+    return f"{where}; {store.capabilities().summary()}"
 
 
 def _check_lexical_index() -> str:

@@ -34,13 +34,19 @@ import numpy as np
 from django.conf import settings
 
 from config.credentials import mask_credentials
+from knowledge.milvus_capabilities import (
+    SPARSE_FIELD,
+    MilvusCapabilities,
+    capabilities_for,
+    is_lite_version,
+    schema_problem,
+)
 from knowledge.vector_deadlines import CallGuard, timed_out
 
 logger = logging.getLogger(__name__)
 
 _PROP_MODEL = "agentkb.embedding_model"
 TEXT_FIELD = "text"
-SPARSE_FIELD = "sparse"
 BM25_FUNCTION = "text_bm25"
 # VARCHAR max_length counts bytes: a chunk's text is cut to this many characters before it is
 # stored (4 bytes per character at worst), far above CHUNK_TARGET_CHARS.
@@ -55,6 +61,10 @@ _PROP_DIM = "agentkb.dim"
 _DELETE_BATCH = 500
 # Rows per upsert call: keeps one request well under gRPC's message limit at 1024-d.
 _UPSERT_BATCH = 500
+# Counts and id lists (repairs, check_index, tests) see every write before them: a Milvus server's
+# default (Bounded) answers from a view up to seconds old, missing a delete just made. Searches
+# keep the default.
+_READ_YOUR_WRITES = "Strong"
 
 
 class VectorStoreError(Exception):
@@ -156,6 +166,7 @@ class VectorStore:
         self._lock = threading.Lock()
         self._loaded = False
         self._version: str | None = None
+        self._capabilities: MilvusCapabilities | None = None
 
     # --- connection ------------------------------------------------------------------------
     @property
@@ -194,6 +205,7 @@ class VectorStore:
             self._client = None
             self._loaded = False
             self._version = None
+            self._capabilities = None
 
     def _call(self, fn_name: str, *args, **kwargs):
         """Call a client method within its deadline, unless the breaker is open (a call failed
@@ -251,13 +263,33 @@ class VectorStore:
     @property
     def is_lite(self) -> bool:
         """milvus-lite, embedded or as a ``milvus-lite server`` (asks a server once)."""
-        return self.is_embedded or "lite" in self.server_version().lower()
+        return self.is_embedded or is_lite_version(self.server_version())
 
     def supports_bm25(self) -> bool:
         """Whether the store has Milvus's BM25 function (milvus-lite 3.x, Milvus >= 2.5)."""
-        if self.is_embedded:
-            return True
-        return bm25_supported(self.server_version())
+        return self.capabilities().bm25_function
+
+    def capabilities(self) -> MilvusCapabilities:
+        """What this deployment supports (version, sparse vectors, BM25, hybrid_search): asked
+        once per store (so once per process) and logged."""
+        if self._capabilities is None:
+            version = "milvus-lite (embedded)" if self.is_embedded else self.server_version()
+            found = capabilities_for(version, embedded=self.is_embedded)
+            logger.info("Milvus capabilities of %s: %s", mask_credentials(self.uri), found.summary())
+            self._capabilities = found
+        return self._capabilities
+
+    def schema_problem(self) -> str | None:
+        """What is wrong with the existing collection for this server and lexical engine, and how
+        to migrate it (None: it matches or does not exist). Never loads the collection."""
+        if not self.exists():
+            return None
+        return schema_problem(
+            self.describe(),
+            self.capabilities(),
+            collection=self.collection,
+            bm25_wanted=self.bm25_in_collection(),
+        )
 
     def bm25_in_collection(self) -> bool:
         """Whether this store's collection carries Milvus's BM25 field: when Milvus's own BM25 is
@@ -269,6 +301,10 @@ class VectorStore:
     # --- collection ------------------------------------------------------------------------
     def exists(self) -> bool:
         return self.collection in self._call("list_collections")
+
+    def describe(self) -> dict[str, Any]:
+        """The collection's description (schema, functions, properties); never loads it."""
+        return self._call("describe_collection", self.collection)
 
     def describe_embedding(self) -> tuple[str | None, int | None]:
         """The embedding model and dimension the collection was built with."""
@@ -306,6 +342,9 @@ class VectorStore:
                 )
             if missing := self.lexical_fields_missing():
                 raise VectorStoreMismatch(lexical_fields_message(self.collection, missing))
+            # Before loading: a field the server cannot load would abort it (Milvus 2.3).
+            if problem := self.schema_problem():
+                raise VectorStoreMismatch(problem)
             self._ensure_loaded()
             return
         from pymilvus import DataType, Function, FunctionType, MilvusClient
@@ -405,7 +444,13 @@ class VectorStore:
         offset, page = 0, 1000
         while True:
             rows = self._call(
-                "query", self.collection, filter=expr, output_fields=["chunk_id"], limit=page, offset=offset
+                "query",
+                self.collection,
+                filter=expr,
+                output_fields=["chunk_id"],
+                limit=page,
+                offset=offset,
+                consistency_level=_READ_YOUR_WRITES,
             )
             ids.update(r["chunk_id"] for r in rows)
             if len(rows) < page:
@@ -454,7 +499,13 @@ class VectorStore:
         if not self.exists():
             return 0
         expr = f"doc_key == {_quote(doc_key)}" if doc_key is not None else 'chunk_id != ""'
-        rows = self._call("query", self.collection, filter=expr, output_fields=["count(*)"])
+        rows = self._call(
+            "query",
+            self.collection,
+            filter=expr,
+            output_fields=["count(*)"],
+            consistency_level=_READ_YOUR_WRITES,
+        )
         return int(rows[0]["count(*)"]) if rows else 0
 
     def search(
@@ -595,12 +646,12 @@ def lexical_engine_name(setting: str, store: VectorStore) -> str:
     if store.is_embedded:
         return "tantivy"
     version = store.server_version()
-    return "milvus" if "lite" not in version.lower() and bm25_supported(version) else "tantivy"
+    return "milvus" if not is_lite_version(version) and bm25_supported(version) else "tantivy"
 
 
 def bm25_supported(version: str) -> bool:
     """Whether a server reporting ``version`` has the BM25 function: milvus-lite 3.x, Milvus 2.5+."""
-    if "lite" in version.lower():
+    if is_lite_version(version):
         return True
     match = re.search(r"(\d+)\.(\d+)", version)
     return bool(match) and (int(match.group(1)), int(match.group(2))) >= (2, 5)

@@ -4,6 +4,8 @@ Two modes, chosen by the environment:
 - embedded default (nothing set): SQLite, embedded milvus-lite in a temp folder, eager Celery;
 - service-backed (DATABASE_URL=mysql://... and REDIS_URL set, as `.ci/run` does): MariaDB, Redis,
   a loopback `milvus-lite server`, and a real Celery worker process for tests that ask for one.
+  With MILVUS_URI set to a server (http://...), the tests use that server instead (Milvus 2.3.5
+  standalone in `.ci/run`: scripts/milvus_standalone.py).
 Tests marked ``services`` are skipped, with the reason printed, in the embedded mode.
 """
 
@@ -105,7 +107,11 @@ def _vector_store_location(request):
 
     from knowledge.vectorstore import reset_vector_store
 
-    if SERVICES_MODE:
+    # MILVUS_URI naming a server (Milvus standalone, as `.ci/run` starts it): every test runs there.
+    external = os.environ.get("MILVUS_URI", "")
+    if external.startswith(("http://", "https://")):
+        settings.MILVUS_URI = external
+    elif SERVICES_MODE:
         settings.MILVUS_URI = request.getfixturevalue("milvus_server")
     reset_vector_store()
     yield

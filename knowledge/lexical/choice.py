@@ -23,6 +23,7 @@ from django.core.exceptions import ImproperlyConfigured
 from knowledge.lexical.engine import LexicalEngine
 from knowledge.lexical.milvus_bm25 import MilvusBm25Engine
 from knowledge.lexical.tantivy_index import TantivyLexicalIndex
+from knowledge.milvus_capabilities import is_lite_version
 from knowledge.vectorstore import VectorStore, get_vector_store, lexical_engine_name
 
 logger = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ def lexical_engine_decide(*, setting: str, store: VectorStore) -> EngineChoice:
     if store.is_embedded:
         return EngineChoice(name, "auto: MILVUS_URI is an embedded milvus-lite file")
     version = store.server_version()
-    if "lite" in version.lower():
+    if is_lite_version(version):
         return EngineChoice(name, f"auto: MILVUS_URI is a milvus-lite server ({version})")
     has = "has the BM25 function" if name == "milvus" else "has no BM25 function"
     return EngineChoice(name, f"auto: Milvus {version} {has}")

@@ -109,11 +109,14 @@ class IndexReport:
     repaired_documents_requeued: list[str] = field(default_factory=list)
     #: the same comparison for the lexical index (knowledge.services.lexical)
     lexical: LexicalReport | None = None
+    #: the collection's schema does not match the server (and how to migrate it); nothing else
+    #: is then compared, since reading the vectors loads the collection
+    schema: str | None = None
 
     @property
     def ok(self) -> bool:
         vectors_ok = not (self.missing or self.orphaned or self.stale or self.wrong_domain)
-        return vectors_ok and (self.lexical is None or self.lexical.ok)
+        return vectors_ok and self.schema is None and (self.lexical is None or self.lexical.ok)
 
     def as_dict(self) -> dict:
         return {
@@ -129,6 +132,7 @@ class IndexReport:
             "repaired_vectors_deleted": self.repaired_vectors_deleted,
             "repaired_documents_requeued": self.repaired_documents_requeued,
             "lexical": self.lexical.as_dict() if self.lexical is not None else None,
+            "schema": self.schema,
         }
 
 
@@ -143,6 +147,9 @@ def index_check(*, repair: bool = False) -> IndexReport:
     re-checked per document under its indexing lock. Raises VectorStoreError when Milvus is down.
     """
     store = get_vector_store()
+    # Before any read that loads the collection: a Milvus 2.3 server aborts loading a sparse field.
+    if problem := store.schema_problem():
+        return IndexReport(schema=problem)
     entries = store.entries()
     lexical, lexical_entries = lexical_entries_read()
     documents = {

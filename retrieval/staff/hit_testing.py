@@ -27,6 +27,7 @@ from django.utils.translation import gettext_lazy as _
 
 from config.display import display_json, display_text
 from knowledge.models import KnowledgeDomain
+from knowledge.vectorstore import get_vector_store
 from retrieval.agents.identity import agent_domains
 from retrieval.agents.language import agent_language
 from retrieval.lookup.inputs import MAX_TOP_K
@@ -241,5 +242,7 @@ def hit_test_page(request: HttpRequest, context: dict) -> TemplateResponse:
                 ],
                 body_json=display_json(result["body"]),
                 details_json=display_json(details),
+                # what the Milvus deployment supports (asked once per process): why L1 runs as it does
+                milvus_capabilities=get_vector_store().capabilities().summary(),
             )
     return TemplateResponse(request, "admin/observability/hit_testing.html", context)

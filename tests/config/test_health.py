@@ -37,6 +37,8 @@ def test_healthz_reports_every_part_up_with_details_for_staff(admin_client, vect
     # LEXICAL_ENGINE says otherwise).
     engine = get_lexical_engine()
     assert body["checks"]["lexical_index"]["detail"].startswith(f"{engine.name} (")
+    # What the Milvus deployment supports (detected once per process) is shown beside it.
+    assert body["checks"]["vector_store"]["detail"].endswith(f"; {vector_store.capabilities().summary()}")
 
 
 @pytest.mark.django_db

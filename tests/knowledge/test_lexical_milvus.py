@@ -17,6 +17,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def milvus_engine(vector_store, settings):
+    if not vector_store.capabilities().bm25_function:
+        pytest.skip(f"Milvus's own BM25: {vector_store.capabilities().summary()}")
     settings.LEXICAL_ENGINE = "milvus"
     reset_lexical_engine()
     yield get_lexical_engine()

@@ -73,6 +73,11 @@ def test_hit_test_shows_matches_level_and_hint_without_side_effects(admin_client
     engine = get_lexical_engine().name
     assert response.context["details"]["lexical_engine"] == engine
     assert f"hybrid:rrf · BM25 位于 {engine}" in html or f"hybrid:rrf · BM25 in {engine}" in html
+    # ... and what the Milvus deployment supports (why BM25 runs where it does).
+    from knowledge.vectorstore import get_vector_store
+
+    summary = get_vector_store().capabilities().summary()
+    assert response.context["milvus_capabilities"] == summary and f"Milvus {summary}" in html
     assert [key for key, _ in response.context["l0"]] == ["api/error-codes.md"]
     candidates = response.context["candidates"]
     assert candidates and all({"score", "similarity", "doc_key"} <= set(c) for c in candidates)

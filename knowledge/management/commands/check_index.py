@@ -43,6 +43,8 @@ class Command(BaseCommand):
             self.stdout.write(_dumps(report.as_dict()))
         else:
             self._print(report, repair=repair)
+        if report.schema:
+            raise CommandError("the collection's schema does not match the Milvus server; migrate it first")
         if not report.ok and not repair:
             raise CommandError("the index differs from the database; run with --repair to fix it")
 
@@ -55,6 +57,9 @@ class Command(BaseCommand):
                 self.stdout.write(f"{prefix}{name}: {len(ids)} {what}: {', '.join(ids[:_SHOWN])}{more}")
 
     def _print(self, report, *, repair: bool) -> None:
+        if report.schema:
+            self.stdout.write(f"schema: {report.schema}")
+            return
         self.stdout.write(
             f"{report.documents} documents, {report.chunks} chunks, {report.vectors} vectors"
             + (f"; {len(report.in_flight)} being indexed (skipped)" if report.in_flight else "")
