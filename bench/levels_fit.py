@@ -217,6 +217,25 @@ def table(rows: list[tuple[str, dict]]) -> str:
     return "\n".join(lines)
 
 
+def cross_rows(collected: dict[str, list[Asked]], pairs: list[tuple[str, str]]) -> tuple[list, dict]:
+    """Each pair's model fitted on its fit set ALONE, its figures on both sets and the gap."""
+    rows: list[tuple[str, dict]] = []
+    models: dict[str, Any] = {}
+    for fit_on, report_on in pairs:
+        if fit_on not in models:
+            models[fit_on] = fit(collected[fit_on], name="", fit_set=fit_on)
+        model = models[fit_on]
+        own, other = figures(model, collected[fit_on]), figures(model, collected[report_on])
+        rows += [(f"{fit_on} -> {fit_on} (fitted)", own), (f"{fit_on} -> {report_on}", other)]
+        gap = {
+            k: round(other[k] - own[k], 3)
+            for k in LEVEL_COLUMNS
+            if other.get(k) is not None and own.get(k) is not None
+        }
+        rows.append(("  gap (unfitted - fitted)", gap))
+    return rows, models
+
+
 def cross_main(args: Any) -> str:
     """The cross table (default), or one --fit-on/--report-on pair; optionally the profile written
     and the report set verified end-to-end."""
@@ -241,14 +260,7 @@ def cross_main(args: Any) -> str:
     from retrieval.lookup.profiles import profile_for
     from retrieval.lookup.thresholds import _model_name
 
-    rows, models = [], {}
-    for fit_on, report_on in pairs:
-        model = models.get(fit_on) or fit(collected[fit_on], name="", fit_set=fit_on)
-        models[fit_on] = model
-        own, other = figures(model, collected[fit_on]), figures(model, collected[report_on])
-        rows += [(f"{fit_on} -> {fit_on} (fitted)", own), (f"{fit_on} -> {report_on}", other)]
-        gap = {k: round(other[k] - own[k], 3) for k in LEVEL_COLUMNS if other.get(k) is not None and own.get(k) is not None}
-        rows.append(("  gap (unfitted - fitted)", gap))
+    rows, models = cross_rows(collected, pairs)
     out = [table(rows)]
     fit_on, report_on = pairs[0]
     model = models[fit_on]
