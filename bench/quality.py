@@ -740,10 +740,14 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="write the --fit-on model as the embedding model's level profile (with the figures)",
     )
-    parser.add_argument("--verify", action="store_true", help="ask the report set again end-to-end with the fit")
+    parser.add_argument(
+        "--verify", action="store_true", help="ask the report set again end-to-end with the fit"
+    )
     parser.add_argument("--drcd", default=str(cmrc_default_path(DRCD_RELATIVE)), help="path of DRCD_dev.json")
     parser.add_argument("--save-collected", metavar="FILE", help="keep each question's evidence as JSON")
-    parser.add_argument("--from-collected", metavar="FILE", help="fit and report from a --save-collected file")
+    parser.add_argument(
+        "--from-collected", metavar="FILE", help="fit and report from a --save-collected file"
+    )
     parser.add_argument("--collect", choices=DATASETS, help=argparse.SUPPRESS)
     parser.add_argument("--collect-out", help=argparse.SUPPRESS)
     parser.add_argument("--with-profile", help=argparse.SUPPRESS)

@@ -54,7 +54,9 @@ def _specific_match(match: L0Match) -> bool:
     return any(term_specific(t, match.doc_key) for t in match.terms)
 
 
-def estimates_attach(model: LevelModel, query: str, candidates: list[Candidate], searchable: Searchable) -> None:
+def estimates_attach(
+    model: LevelModel, query: str, candidates: list[Candidate], searchable: Searchable
+) -> None:
     """Each candidate's level evidence and the model's calibrated estimate of it."""
     texts: dict[str, list[str]] = {}
     for hit in searchable.hits:

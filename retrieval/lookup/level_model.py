@@ -50,7 +50,9 @@ class LevelModel:
     fitted: dict[str, Any] = field(default_factory=dict)
 
     def raw(self, features: dict[str, float]) -> float:
-        z = self.intercept + sum(c * float(features.get(f, 0.0)) for f, c in zip(self.features, self.coefficients))
+        z = self.intercept + sum(
+            c * float(features.get(f, 0.0)) for f, c in zip(self.features, self.coefficients, strict=True)
+        )
         return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
 
     def estimate(self, features: dict[str, float]) -> float:

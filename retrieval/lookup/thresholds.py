@@ -215,7 +215,7 @@ _UNSET = object()
 _level_override: dict[str, object] = {}
 
 
-def level_model_override(model: LevelModel | None | object = _UNSET) -> None:
+def level_model_override(model: LevelModel | object | None = _UNSET) -> None:
     """Use ``model`` instead of the profile file (None: no model); no argument: the file again."""
     if model is _UNSET:
         _level_override.pop("model", None)

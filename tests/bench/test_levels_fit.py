@@ -2,9 +2,10 @@
 lookup's selection rule."""
 
 from bench import levels_fit
-from bench.levels_fit import Asked
 from retrieval.lookup.level_features import FEATURES
 from retrieval.lookup.level_model import LevelModel
+from retrieval.staff.level_fit import Asked
+from retrieval.staff.level_fit import answer as level_answer
 
 
 def _asked(prefix, n, right_margin):
@@ -18,7 +19,10 @@ def _asked(prefix, n, right_margin):
                 f"{prefix}{i}",
                 f"{prefix}/doc{i}" if answerable else None,
                 [
-                    {"doc_key": f"{prefix}/doc{i}" if answerable else f"{prefix}/other{i}", "features": good if answerable else bad},
+                    {
+                        "doc_key": f"{prefix}/doc{i}" if answerable else f"{prefix}/other{i}",
+                        "features": good if answerable else bad,
+                    },
                     {"doc_key": f"{prefix}/x{i}", "features": bad},
                 ],
             )
@@ -46,8 +50,12 @@ def test_a_fit_never_sees_the_reported_set(monkeypatch):
 def test_the_offline_answer_takes_the_first_candidate_in_the_band_or_precise():
     always = LevelModel("t", FEATURES, tuple(0.0 for _ in FEATURES), 5.0, (), ())  # estimate ~0.993
     never = LevelModel("t", FEATURES, tuple(0.0 for _ in FEATURES), -5.0, (), ())
-    q = Asked("q", "d/1", [{"doc_key": "d/0", "features": {}, "precise": True}, {"doc_key": "d/1", "features": {"x": 1}}])
-    assert levels_fit.answer(never, q) == ("d/0", "PRECISE")
+    q = Asked(
+        "q",
+        "d/1",
+        [{"doc_key": "d/0", "features": {}, "precise": True}, {"doc_key": "d/1", "features": {"x": 1}}],
+    )
+    assert level_answer(never, q) == ("d/0", "PRECISE")
     q = Asked("q", "d/1", [{"doc_key": "d/1", "features": {"x": 1}}])
-    assert levels_fit.answer(always, q) == ("d/1", "PRECISE")
-    assert levels_fit.answer(never, q) == (None, None)
+    assert level_answer(always, q) == ("d/1", "PRECISE")
+    assert level_answer(never, q) == (None, None)

@@ -146,7 +146,9 @@ def test_margins_compare_each_candidate_with_the_best_other():
 
 
 def _select(*estimates):
-    candidates = [Candidate(f"d/{i}.md", "d", "t", similarity=0.9, estimate=e) for i, e in enumerate(estimates)]
+    candidates = [
+        Candidate(f"d/{i}.md", "d", "t", similarity=0.9, estimate=e) for i, e in enumerate(estimates)
+    ]
     return selection_decide(
         candidates=candidates,
         memory=SessionRetrievals(),

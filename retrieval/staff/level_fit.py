@@ -1,0 +1,121 @@
+"""Fitting the level model (``retrieval.lookup.level_model``) on labelled questions, and the
+figures of a model on a set of them. Used by ``bench/quality.py --fit-on`` and
+``manage.py calibrate_thresholds --refit``; scikit-learn is imported only here, never by a lookup.
+
+A labelled question is ``Asked``: its expected doc key (None: nothing answers it) and the
+candidates the lookup weighed, in its order, each with its evidence (``retrieval_details
+["levels"]["candidates"]``). The figures are those of the lookup's own selection rule
+(``retrieval.lookup.ranking.selection_decide``): the first candidate that is PRECISE (a specific
+L0 match) or whose estimate reaches REFERENCE's band is the primary, its level the band.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+#: how many of a question's candidates (in the lookup's order) become fitting rows
+ROWS_PER_QUESTION = 3
+
+
+@dataclass(frozen=True)
+class Asked:
+    """One question as the lookup saw it: the expected doc key and the ranked candidates."""
+
+    qid: str
+    expected: str | None
+    candidates: list[dict[str, Any]]  # doc_key, features, precise, via_l0
+    #: what the lookup answered (primary, level) when a fitted model was in force
+    live: list[Any] | None = None
+
+
+def fit_rows(asked: list[Asked], features: tuple[str, ...]) -> tuple[list[list[float]], list[int]]:
+    """The fitting rows of ONE set: each question's first candidates, labelled right or wrong."""
+    x, y = [], []
+    for q in asked:
+        for c in q.candidates[:ROWS_PER_QUESTION]:
+            if not c.get("features"):
+                continue
+            x.append([float(c["features"].get(f, 0.0)) for f in features])
+            y.append(1 if c["doc_key"] == q.expected else 0)
+    return x, y
+
+
+def fit(asked: list[Asked], *, name: str, fit_set: str):
+    """A logistic regression over the evidence, then isotonic calibration of its output on
+    out-of-fold predictions (so the calibration does not trust the regression's own fit)."""
+    import numpy as np
+    from sklearn.isotonic import IsotonicRegression
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import cross_val_predict
+
+    from retrieval.lookup.level_features import FEATURES
+    from retrieval.lookup.level_model import LevelModel
+
+    x, y = fit_rows(asked, FEATURES)
+    X, Y = np.asarray(x), np.asarray(y)
+    regression = LogisticRegression(C=1.0, max_iter=2000)
+    raw = cross_val_predict(regression, X, Y, cv=5, method="predict_proba")[:, 1]
+    regression.fit(X, Y)
+    iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(raw, Y)
+    return LevelModel(
+        name=name,
+        features=FEATURES,
+        coefficients=tuple(round(float(c), 6) for c in regression.coef_[0]),
+        intercept=round(float(regression.intercept_[0]), 6),
+        iso_x=tuple(round(float(v), 6) for v in iso.X_thresholds_),
+        iso_y=tuple(round(float(v), 6) for v in iso.y_thresholds_),
+        fitted={"data_set": fit_set, "date": datetime.now(tz=UTC).date().isoformat(), "rows": len(Y)},
+    )
+
+
+def answer(model, q: Asked) -> tuple[str | None, str | None]:
+    """What the lookup answers with ``model`` (``ranking.selection_decide``): primary, level."""
+    from retrieval.lookup.level_model import band
+
+    for c in q.candidates:
+        estimate = model.estimate(c["features"]) if c.get("features") else None
+        if c.get("precise"):
+            return c["doc_key"], "PRECISE"
+        if estimate is not None and estimate >= 0.80:
+            level = band(estimate)
+            return c["doc_key"], level.value if level else None
+    return None, None
+
+
+def live_figures(asked: list[Asked]) -> dict[str, Any]:
+    """The figures of what the lookup itself answered (``--verify``)."""
+
+    class Replay:
+        pass
+
+    answers = {q.qid: q.live for q in asked}
+    return figures(Replay(), asked, answers=answers)
+
+
+def figures(model, asked: list[Asked], answers: dict[str, Any] | None = None) -> dict[str, Any]:
+    answerable = [q for q in asked if q.expected]
+    unanswerable = [q for q in asked if not q.expected]
+    right, not_found = 0, 0
+    by_level: dict[str, list[int]] = {}
+    for q in asked:
+        primary, level = answers[q.qid] if answers is not None else answer(model, q)
+        ok = primary is not None and primary == q.expected
+        if q.expected and ok:
+            right += 1
+        if not q.expected and primary is None:
+            not_found += 1
+        if level:
+            by_level.setdefault(level, []).append(1 if ok else 0)
+
+    def share(a: int, b: int) -> float | None:
+        return round(a / b, 3) if b else None
+
+    return {
+        "hit@1": share(right, len(answerable)),
+        "not_found": share(not_found, len(unanswerable)),
+        **{f"P({lv})": share(sum(v), len(v)) for lv, v in sorted(by_level.items())},
+        **{f"n({lv})": len(v) for lv, v in sorted(by_level.items())},
+        "questions": len(asked),
+    }
