@@ -119,3 +119,76 @@ def figures(model, asked: list[Asked], answers: dict[str, Any] | None = None) ->
         **{f"n({lv})": len(v) for lv, v in sorted(by_level.items())},
         "questions": len(asked),
     }
+
+
+def split_fit_report(asked: list[Asked], *, seed: int = 11) -> tuple[list[Asked], list[Asked]]:
+    """A seeded half to fit on and the other half to report on: a refit is judged on questions
+    it never saw."""
+    import random
+
+    order = list(range(len(asked)))
+    random.Random(seed).shuffle(order)
+    fit_half = set(order[: len(order) // 2])
+    return [q for i, q in enumerate(asked) if i in fit_half], [
+        q for i, q in enumerate(asked) if i not in fit_half
+    ]
+
+
+@dataclass(frozen=True)
+class Refit:
+    model: Any
+    #: the refit's and the model in force's figures on the report half (never fitted on)
+    new: dict[str, Any]
+    current: dict[str, Any] | None
+    ok: bool
+    reason: str
+
+
+def refit_decide(new_model, current_model, report: list[Asked]) -> Refit:
+    """Accept a refit only when its unfitted figures are no worse than the model in force's on
+    the same report half: hit@1 and unanswerable not-found both at least as high."""
+    new = figures(new_model, report)
+    if current_model is None:
+        return Refit(new_model, new, None, True, "no level model in force to compare with")
+    current = figures(current_model, report)
+    worse = [k for k in ("hit@1", "not_found") if (new.get(k) or 0.0) < (current.get(k) or 0.0)]
+    if worse:
+        return Refit(
+            new_model,
+            new,
+            current,
+            False,
+            "the refit does worse than the model in force on the questions it was not fitted on: "
+            + ", ".join(f"{k} {new.get(k)} < {current.get(k)}" for k in worse),
+        )
+    return Refit(new_model, new, current, True, "no worse on the questions it was not fitted on")
+
+
+def labelled_asked(queries: list[Any], progress: Any = None) -> list[Asked]:
+    """Ask labelled questions (``labelled_queries.LabelledQuery``) as dry-run lookups and keep
+    each one's candidates and evidence. Without a level model in force the evidence is computed
+    under a constant one (it does not change the candidates or their order)."""
+    import uuid
+
+    from retrieval.lookup.level_features import FEATURES
+    from retrieval.lookup.level_model import LevelModel
+    from retrieval.lookup.thresholds import current_level_model, level_model_override
+    from retrieval.services import lookup_knowledge
+
+    overridden = current_level_model() is None
+    if overridden:
+        level_model_override(LevelModel("collect", FEATURES, tuple(0.0 for _ in FEATURES), 0.0, (), ()))
+    try:
+        asked = []
+        for n, q in enumerate(queries, start=1):
+            outcome = lookup_knowledge(
+                query=q.query, session_id=f"refit-{uuid.uuid4().hex}", dry_run=True, source="cli"
+            )
+            candidates = (outcome.details or {}).get("levels", {}).get("candidates", [])
+            asked.append(Asked(f"q{n}", q.expected, candidates))
+            if progress:
+                progress(n, len(queries))
+        return asked
+    finally:
+        if overridden:
+            level_model_override()

@@ -59,3 +59,21 @@ def test_the_offline_answer_takes_the_first_candidate_in_the_band_or_precise():
     q = Asked("q", "d/1", [{"doc_key": "d/1", "features": {"x": 1}}])
     assert level_answer(always, q) == ("d/1", "PRECISE")
     assert level_answer(never, q) == (None, None)
+
+
+def test_a_refit_that_does_worse_unfitted_is_refused():
+    from retrieval.staff.level_fit import refit_decide, split_fit_report
+
+    asked = _asked("a", 80, 0.3)
+    fit_half, report_half = split_fit_report(asked)
+    assert not {q.qid for q in fit_half} & {q.qid for q in report_half}
+    good = levels_fit.fit(fit_half, name="t", fit_set="a")
+    # a model fitted on labels turned upside down answers the report half worse
+    flipped = [
+        Asked(q.qid, None if q.expected else q.candidates[0]["doc_key"], q.candidates) for q in fit_half
+    ]
+    bad = levels_fit.fit(flipped, name="t", fit_set="flipped")
+    refused = refit_decide(bad, good, report_half)
+    assert not refused.ok and "hit@1" in refused.reason
+    assert refit_decide(good, good, report_half).ok
+    assert refit_decide(good, None, report_half).ok
