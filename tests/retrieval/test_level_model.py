@@ -164,3 +164,16 @@ def test_the_selection_returns_what_reaches_reference_and_names_the_primary_band
     assert [c.doc_key for c in chosen.returned] == ["d/0.md", "d/1.md"]
     assert chosen.level == RelevanceLevel.HIGHLY_RELEVANT
     assert _select(0.7, 0.3).found is False
+
+
+def test_hit_testing_places_cards_by_their_estimate_under_the_bands_of_the_model():
+    from retrieval.staff.hit_test_cards import with_threshold_lines
+
+    cards = [
+        {"doc_key": "a", "similarity": 0.26, "estimate": 0.97},
+        {"doc_key": "b", "similarity": 0.7, "estimate": 0.3},
+    ]
+    rows = with_threshold_lines(cards, {"highly_relevant": 0.6, "reference": 0.35}, {"rule": "model:x"})
+    order = [r.get("line") or r["candidate"]["doc_key"] for r in rows]
+    # a candidate at similarity 0.26 is HIGHLY_RELEVANT by its estimate: above the 0.95 line
+    assert order == ["PRECISE", "a", "HIGHLY_RELEVANT", "REFERENCE", "b"]
