@@ -151,11 +151,11 @@ def cross_main(args: Any) -> str:
     pairs = [(args.fit_on, args.report_on)] if args.fit_on else [("cmrc", "drcd"), ("drcd", "cmrc")]
     names = sorted({n for pair in pairs for n in pair})
     scratch = Path(tempfile.mkdtemp(prefix="agentkb-levels-"))
-    if args.from_collected:
-        saved = json.loads(Path(args.from_collected).read_text(encoding="utf-8"))
-        collected = {n: [Asked(**r) for r in saved[n]] for n in names}
-    else:
-        collected = collect_all({n: scratch / f"{n}.json" for n in names}, args)
+    saved = json.loads(Path(args.from_collected).read_text(encoding="utf-8")) if args.from_collected else {}
+    collected = {n: [Asked(**r) for r in saved[n]] for n in names if n in saved}
+    missing = [n for n in names if n not in collected]
+    if missing:
+        collected.update(collect_all({n: scratch / f"{n}.json" for n in missing}, args))
     if args.save_collected:
         Path(args.save_collected).write_text(
             json.dumps({n: [q.__dict__ for q in v] for n, v in collected.items()}, ensure_ascii=False),
