@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from retrieval.lookup.keyword_index import L0Match, text_normalise
 from retrieval.lookup.level_features import CandidateSignals, features_compute
-from retrieval.lookup.level_model import LevelModel
+from retrieval.lookup.level_model import FOUND_AT, LevelModel
+from retrieval.lookup.normalisation import LEXICAL_WEAK
 from retrieval.lookup.lexical import main_script
 from retrieval.lookup.query_terms import Term, query_terms
 from retrieval.lookup.ranking import Candidate, candidates_collect
@@ -50,6 +51,11 @@ def evidence_weigh(request: LookupRequest, searchable: Searchable) -> CandidateE
     return CandidateEvidence(candidates, terms)
 
 
+#: the estimate of a candidate holding less than LEXICAL_WEAK of the query's key terms stays below
+#: REFERENCE's band
+KEY_TERMS_ABSENT_CAP = FOUND_AT - 0.01
+
+
 def _specific_match(match: L0Match) -> bool:
     return any(term_specific(t, match.doc_key) for t in match.terms)
 
@@ -70,5 +76,18 @@ def estimates_attach(
     ]
     features = features_compute(query, signals)
     for candidate in candidates:
+        if not model_applies(candidate):
+            continue
         candidate.features = features[candidate.doc_key]
         candidate.estimate = model.estimate(candidate.features)
+        if candidate.coverage is not None and candidate.coverage < LEXICAL_WEAK:
+            # Most of the query's key terms are absent from the text: whatever the margins say
+            # (one BM25 hit among three documents is a margin of 1), it is not an answer.
+            candidate.estimate = min(candidate.estimate, KEY_TERMS_ABSENT_CAP)
+
+
+def model_applies(candidate: Candidate) -> bool:
+    """The model was fitted on query and text in one script (CMRC2018, DRCD); across scripts (an
+    English question on a Chinese runbook) or without text its evidence means something else, so
+    the candidate keeps the seeds' rule (similarity moved by lexical evidence, L0)."""
+    return candidate.coverage is not None and candidate.coverage_same_script

@@ -69,9 +69,10 @@ class Candidate:
     def passes(self, by_estimate: bool = False) -> bool:
         """Returnable: an L0 match, or an L1 hit with a level (at or above REFERENCE). Other L1
         hits are never returned (FS-2). Under the level model (``by_estimate``): the PRECISE
-        document, or an estimate in REFERENCE's band or above."""
-        if by_estimate:
-            return self.precise or (self.estimate is not None and self.estimate >= FOUND_AT)
+        document, or an estimate in REFERENCE's band or above; a candidate the model does not
+        apply to (``evidence.model_applies``: no text, another script) keeps the seeds' rule."""
+        if by_estimate and self.estimate is not None:
+            return self.precise or self.estimate >= FOUND_AT
         return self.via_l0 or self.l1_level is not None
 
 
@@ -218,7 +219,7 @@ def selection_decide(
     primary = returned[0]
     if primary.precise:
         level = RelevanceLevel.PRECISE
-    elif by_estimate:
+    elif by_estimate and primary.estimate is not None:
         # the level model: the band of the primary's calibrated estimate
         level = band(primary.estimate)
     else:
