@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from retrieval.lookup.keyword_index import L0Match, text_normalise
 from retrieval.lookup.level_features import CandidateSignals, features_compute
 from retrieval.lookup.level_model import FOUND_AT, LevelModel
-from retrieval.lookup.normalisation import LEXICAL_WEAK
 from retrieval.lookup.lexical import main_script
+from retrieval.lookup.normalisation import LEXICAL_WEAK
 from retrieval.lookup.query_terms import Term, query_terms
 from retrieval.lookup.ranking import Candidate, candidates_collect
 from retrieval.lookup.request import LookupRequest
