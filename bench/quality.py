@@ -74,9 +74,10 @@ DEMO_CORPUS = REPO / "knowledge" / "demo_corpus"
 DEMO_QUESTIONS = REPO / "bench" / "data" / "demo_questions.jsonl"
 CMRC_RELATIVE = Path("shared") / "data" / "cmrc2018" / "cmrc2018_trial.json"
 CMRC_DOMAIN = "cmrc2018"
+DRCD_RELATIVE = Path("shared") / "data" / "drcd" / "DRCD_dev.json"
 LEVELS = ("PRECISE", "HIGHLY_RELEVANT", "REFERENCE")
 SYSTEMS = ("agentkb", "dense", "bm25")
-DATASETS = ("cmrc", "demo")
+DATASETS = ("cmrc", "drcd", "demo")
 RANK_DEPTH = 5
 
 
@@ -105,14 +106,14 @@ class Dataset:
     notes: list[str] = field(default_factory=list)
 
 
-def cmrc_default_path() -> Path:
-    """``shared/data/cmrc2018/cmrc2018_trial.json`` beside the repository or a folder above it
-    (the main checkout and worktrees sit at different depths)."""
+def cmrc_default_path(relative: Path = CMRC_RELATIVE) -> Path:
+    """``shared/data/cmrc2018/cmrc2018_trial.json`` (or ``relative``) beside the repository or a
+    folder above it (the main checkout and worktrees sit at different depths)."""
     for folder in REPO.parents:
-        candidate = folder / CMRC_RELATIVE
+        candidate = folder / relative
         if candidate.exists():
             return candidate
-    return REPO.parent / CMRC_RELATIVE
+    return REPO.parent / relative
 
 
 def _markdown(*, title: str, domain: str, body: str, extra: dict[str, str]) -> bytes:
@@ -121,7 +122,9 @@ def _markdown(*, title: str, domain: str, body: str, extra: dict[str, str]) -> b
     return ("---\n" + "\n".join(front) + "\n---\n\n" + body.strip() + "\n").encode()
 
 
-def cmrc_dataset(path: Path, *, seed: int, holdout: float) -> Dataset:
+def cmrc_dataset(
+    path: Path, *, seed: int, holdout: float, name: str = "cmrc", domain: str = CMRC_DOMAIN
+) -> Dataset:
     """Paragraphs as documents; ``holdout`` of them (seeded) left out of the index, their questions
     then expect nothing. A title shared by several paragraphs gets the paragraph's number."""
     raw = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -140,13 +143,13 @@ def cmrc_dataset(path: Path, *, seed: int, holdout: float) -> Dataset:
     held_out = set(order[: round(len(order) * holdout)])
     documents, questions, blank = [], [], 0
     for pid, title, context, qas in paragraphs:
-        doc_key = f"{CMRC_DOMAIN}/{pid}.md"
+        doc_key = f"{domain}/{pid}.md"
         if pid not in held_out:
             data = _markdown(
                 title=title,
-                domain=CMRC_DOMAIN,
+                domain=domain,
                 body=context,
-                extra={"source": "CMRC 2018 trial set, github.com/ymcui/cmrc2018", "licence": "CC BY-SA 4.0"},
+                extra={"source": Path(path).name},
             )
             documents.append(Document(doc_key, title, context, data))
         for qa in qas:
@@ -162,12 +165,12 @@ def cmrc_dataset(path: Path, *, seed: int, holdout: float) -> Dataset:
                 )
             )
     return Dataset(
-        "cmrc",
+        name,
         documents,
         questions,
         notes=[
             f"{Path(path).name}: {len(paragraphs)} paragraphs, {len(held_out)} held out "
-            f"(seed {seed}), {len(questions)} questions (CC BY-SA 4.0)"
+            f"(seed {seed}), {len(questions)} questions"
             + (f"; {blank} empty questions skipped" if blank else "")
         ],
     )
@@ -520,9 +523,10 @@ def _l1_caches_clear() -> None:
         clear()
 
 
-def run_dataset(name: str, args: argparse.Namespace) -> dict:
+def prepare_django(name: str = "run", keep: bool = False) -> None:
+    """A throw-away agentkb in a temporary folder, migrated, for this process."""
     folder = Path(tempfile.mkdtemp(prefix=f"agentkb-quality-{name}-"))
-    if args.keep:
+    if keep:
         print(f"  keeping {folder}", file=sys.stderr)
     else:
         # Registered before embedded milvus-lite starts, so it runs after milvus-lite's own exit
@@ -532,20 +536,30 @@ def run_dataset(name: str, args: argparse.Namespace) -> dict:
     import django
 
     django.setup()
-    from django.conf import settings
     from django.core.management import call_command
-    from django.test import override_settings
 
     # Noise on stderr, not failures: embedded milvus-lite answers an RPC pymilvus 3 sends on every
     # write with "not implemented" (logged as an error), and jieba logs its dictionary loading.
     logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
     logging.getLogger("jieba").setLevel(logging.WARNING)
     call_command("migrate", verbosity=0)
-    dataset = (
-        cmrc_dataset(Path(args.cmrc), seed=args.seed, holdout=args.holdout)
-        if name == "cmrc"
-        else demo_dataset()
-    )
+
+
+def dataset_load(name: str, args: argparse.Namespace) -> Dataset:
+    """A data set by name; the SQuAD-format files are read where they are, never copied."""
+    if name == "cmrc":
+        return cmrc_dataset(Path(args.cmrc), seed=args.seed, holdout=args.holdout)
+    if name == "drcd":
+        return cmrc_dataset(Path(args.drcd), seed=args.seed, holdout=args.holdout, name="drcd", domain="drcd")
+    return demo_dataset()
+
+
+def run_dataset(name: str, args: argparse.Namespace) -> dict:
+    prepare_django(name, args.keep)
+    from django.conf import settings
+    from django.test import override_settings
+
+    dataset = dataset_load(name, args)
     questions = subset_questions(dataset.questions, args.subset, seed=args.seed)
     if args.limit and args.limit < len(questions):
         # A seeded sample in the original order: answerable and unanswerable ones alike.
@@ -718,7 +732,25 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--dataset", choices=(*DATASETS, "all"), default="all")
+    parser.add_argument("--dataset", choices=(*DATASETS, "all"), default=None)
+    parser.add_argument("--fit-on", choices=DATASETS, help="fit the level model on this set only")
+    parser.add_argument("--report-on", choices=DATASETS, help="and report its figures on this one")
+    parser.add_argument(
+        "--write-profile",
+        action="store_true",
+        help="write the --fit-on model as the embedding model's level profile (with the figures)",
+    )
+    parser.add_argument(
+        "--verify", action="store_true", help="ask the report set again end-to-end with the fit"
+    )
+    parser.add_argument("--drcd", default=str(cmrc_default_path(DRCD_RELATIVE)), help="path of DRCD_dev.json")
+    parser.add_argument("--save-collected", metavar="FILE", help="keep each question's evidence as JSON")
+    parser.add_argument(
+        "--from-collected", metavar="FILE", help="fit and report from a --save-collected file"
+    )
+    parser.add_argument("--collect", choices=DATASETS, help=argparse.SUPPRESS)
+    parser.add_argument("--collect-out", help=argparse.SUPPRESS)
+    parser.add_argument("--with-profile", help=argparse.SUPPRESS)
     parser.add_argument(
         "--systems", default=",".join(SYSTEMS), help=f"comma-separated, of {', '.join(SYSTEMS)}"
     )
@@ -757,7 +789,21 @@ def main(argv: list[str] | None = None) -> None:
     unknown = [s for s in args.systems.split(",") if s.strip() and s.strip() not in SYSTEMS]
     if unknown:
         parser.error(f"--systems: unknown {', '.join(unknown)} (choose from {', '.join(SYSTEMS)})")
-    names = list(DATASETS) if args.dataset == "all" else [args.dataset]
+    from bench import levels_fit
+
+    if args.collect:
+        levels_fit.collect_main(args.collect, args)
+        return
+    if args.dataset is None:
+        if bool(args.fit_on) != bool(args.report_on):
+            parser.error("--fit-on and --report-on go together")
+        for name in {args.fit_on or "cmrc", args.report_on or "drcd"}:
+            path = {"cmrc": args.cmrc, "drcd": args.drcd}.get(name)
+            if path and not Path(path).exists():
+                parser.error(f"--{name}: {path} does not exist")
+        print(levels_fit.cross_main(args))
+        return
+    names = [n for n in DATASETS if n != "drcd"] if args.dataset == "all" else [args.dataset]
     if "cmrc" in names and not Path(args.cmrc).exists():
         parser.error(f"--cmrc: {args.cmrc} does not exist")
 
@@ -781,7 +827,7 @@ def main(argv: list[str] | None = None) -> None:
     results = []
     for name in names:
         command = [sys.executable, __file__, "--one-dataset", name]
-        for flag in ("systems", "subset", "limit", "cmrc", "seed", "holdout", "url", "token"):
+        for flag in ("systems", "subset", "limit", "cmrc", "drcd", "seed", "holdout", "url", "token"):
             value = getattr(args, flag)
             if value not in (None, "", 0):
                 command += [f"--{flag}", str(value)]

@@ -110,6 +110,8 @@ class VectorHit:
     l2_distance: float
     #: the chunk's stored text (hybrid search only)
     text: str = ""
+    #: the chunk's BM25 score when hybrid search's lexical side found it (level evidence)
+    lexical_score: float | None = None
 
 
 def _connection_lost(exc: Exception) -> bool:

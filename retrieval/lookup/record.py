@@ -42,6 +42,26 @@ def _candidate_detail(
         "indexed": document is not None,
         "coverage": _round(candidate.coverage) if candidate else None,
         "l1_level": candidate.l1_level.value if candidate and candidate.l1_level else None,
+        "estimate": _round(candidate.estimate) if candidate else None,
+    }
+
+
+def levels_detail(request: LookupRequest, candidates: list[Candidate]) -> dict[str, Any]:
+    """How the level was decided, with each candidate's estimate and the evidence behind it."""
+    model = request.level_model
+    return {
+        "rule": f"model:{model.name}" if model else "thresholds",
+        "candidates": [
+            {
+                "doc_key": c.doc_key,
+                "estimate": _round(c.estimate),
+                "features": {k: round(v, 4) for k, v in (c.features or {}).items()},
+                "precise": c.precise,
+                "via_l0": c.via_l0,
+                "l1_level": c.l1_level.value if c.l1_level else None,
+            }
+            for c in candidates
+        ],
     }
 
 
@@ -118,5 +138,6 @@ def lookup_record(trace: LookupTrace, timings: dict[str, float]) -> keys.LookupR
             keys.ACTION_MEMORY: marked.backend,
             keys.VECTOR_SEARCH: "unavailable" if chunks.down else "ok",
             keys.TIMINGS: timings,
+            keys.LEVELS: levels_detail(request, evidence.candidates),
         }
     )

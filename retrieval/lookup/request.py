@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from retrieval.lookup.level_model import LevelModel
 from retrieval.lookup.thresholds import Thresholds
 
 
@@ -25,3 +26,5 @@ class LookupRequest:
     domain_dedup: str
     max_supplement: int
     content_max_chars: int
+    #: RETRIEVAL_LEVELS=model and the embedding model has a level profile; None: the seeds' rule
+    level_model: LevelModel | None = None

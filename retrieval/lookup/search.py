@@ -13,6 +13,7 @@ search that reads it, the chunk's text.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -131,4 +132,9 @@ class FusedSearch:
             by_id[chunk_id] = ChunkHit(
                 hit.chunk_id, hit.doc_key, hit.domain, hit.chunk_index, distance, hit.text
             )
-        return tuple(by_id[chunk_id] for chunk_id in order if chunk_id in by_id)
+        scores = {h.chunk_id: h.score for h in lexical}
+        return tuple(
+            dataclasses.replace(by_id[chunk_id], lexical_score=scores.get(chunk_id))
+            for chunk_id in order
+            if chunk_id in by_id
+        )

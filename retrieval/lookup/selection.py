@@ -20,6 +20,7 @@ def selection_make(request: LookupRequest, evidence: CandidateEvidence, memory: 
         thresholds=request.thresholds,
         domain_dedup=request.domain_dedup,
         max_supplement=request.max_supplement,
+        by_estimate=request.level_model is not None,
     )
 
 

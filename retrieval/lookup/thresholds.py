@@ -26,6 +26,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError
 
+from retrieval.lookup.level_model import LevelModel, level_model_load
 from retrieval.lookup.profiles import SEED_HIGHLY_RELEVANT, SEED_REFERENCE, profile_for
 
 logger = logging.getLogger(__name__)
@@ -191,3 +192,32 @@ def thresholds_cache_clear() -> None:
     global _cached
     with _lock:
         _cached = None
+
+
+def current_level_model() -> LevelModel | None:
+    """The level model in force: under ``RETRIEVAL_LEVELS=model`` (the default) the one fitted
+    for the embedding model's profile (``retrieval.lookup.level_model``); None under
+    ``thresholds``, or when the model has no level profile (the seeds' rule then decides)."""
+    if settings.RETRIEVAL_LEVELS != "model":
+        return None
+    override = _level_override.get("model", _UNSET)
+    if override is not _UNSET:
+        return override  # type: ignore[return-value]
+    try:
+        profile = profile_for(_model_name())
+    except Exception:
+        return None
+    return level_model_load(profile.name) if profile else None
+
+
+_UNSET = object()
+#: a model set in memory instead of the profile file (bench/quality.py fits before it writes)
+_level_override: dict[str, object] = {}
+
+
+def level_model_override(model: LevelModel | object | None = _UNSET) -> None:
+    """Use ``model`` instead of the profile file (None: no model); no argument: the file again."""
+    if model is _UNSET:
+        _level_override.pop("model", None)
+    else:
+        _level_override["model"] = model

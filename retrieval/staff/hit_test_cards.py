@@ -26,7 +26,12 @@ def _number(value: Any) -> float | None:
 
 
 def candidate_cards(
-    candidates: list[dict], *, returned: set[str], withheld: set[str], domains: frozenset[str] | None
+    candidates: list[dict],
+    *,
+    returned: set[str],
+    withheld: set[str],
+    domains: frozenset[str] | None,
+    levels: dict | None = None,
 ) -> tuple[list[dict], int]:
     """(cards, left out): one card per candidate inside ``domains`` (None: every domain), best
     first, and how many candidates fell outside them (the scope filter runs after the search)."""
@@ -42,6 +47,8 @@ def candidate_cards(
         ).select_related("document")
     }
     documents = dict(ApiDocument.objects.filter(doc_key__in=keys).values_list("doc_key", "pk"))
+    # the level model's estimate of each document and the evidence behind it (details["levels"])
+    estimates = {e.get("doc_key"): e for e in (levels or {}).get("candidates") or [] if isinstance(e, dict)}
     cards = []
     for rank, c in enumerate(inside, start=1):
         key = c.get("doc_key") if isinstance(c.get("doc_key"), str) else ""
@@ -69,6 +76,14 @@ def candidate_cards(
                 "similarity": _number(c.get("similarity")),
                 "score": _number(c.get("score")),
                 "level": display_text(c.get("l1_level")),
+                "estimate": _number((estimates.get(key) or {}).get("estimate")),
+                "evidence": display_text(
+                    " · ".join(
+                        f"{name} {value:.2f}"
+                        for name, value in ((estimates.get(key) or {}).get("features") or {}).items()
+                        if _number(value) is not None
+                    )
+                ),
                 "returned": key in returned,
                 "withheld": key in withheld,
                 "indexed": bool(c.get("indexed")),
@@ -77,20 +92,29 @@ def candidate_cards(
     return cards, len(candidates) - len(inside)
 
 
-def with_threshold_lines(cards: list[dict], thresholds: dict) -> list[dict]:
+def with_threshold_lines(cards: list[dict], thresholds: dict, levels: dict | None = None) -> list[dict]:
     """The cards (best first) with a line where each threshold falls between them, as Dify's and
-    RAGFlow's retrieval tests draw it."""
-    lines = sorted(
-        (
-            (float(thresholds[name]), label)
-            for name, label in (("highly_relevant", "HIGHLY_RELEVANT"), ("reference", "REFERENCE"))
-            if _number(thresholds.get(name)) is not None
-        ),
-        reverse=True,
-    )
+    RAGFlow's retrieval tests draw it. Under the level model (``levels["rule"]`` "model:...")
+    the lines are its bands and a card is placed by its estimate, not its similarity: the level
+    is decided from the estimate."""
+    by_model = str((levels or {}).get("rule") or "").startswith("model:")
+    if by_model:
+        from retrieval.lookup.level_model import BANDS
+
+        lines = [(floor, level.value) for floor, level in BANDS]
+    else:
+        lines = sorted(
+            (
+                (float(thresholds[name]), label)
+                for name, label in (("highly_relevant", "HIGHLY_RELEVANT"), ("reference", "REFERENCE"))
+                if _number(thresholds.get(name)) is not None
+            ),
+            reverse=True,
+        )
     rows: list[dict] = []
+    cards = sorted(cards, key=lambda c: -(c.get("estimate") or 0.0)) if by_model else cards
     for card in cards:
-        similarity = card.get("similarity")
+        similarity = card.get("estimate") if by_model else card.get("similarity")
         while lines and similarity is not None and similarity < lines[0][0]:
             value, label = lines.pop(0)
             rows.append({"line": label, "value": value})

@@ -213,6 +213,7 @@ def hit_test_page(request: HttpRequest, context: dict) -> TemplateResponse:
                 returned=set(details.get("returned_doc_keys") or []),
                 withheld=set(details.get("withheld_doc_keys") or []),
                 domains=data["search_domains"],
+                levels=details.get("levels"),
             )
             thresholds = details.get("thresholds") if isinstance(details.get("thresholds"), dict) else {}
             context.update(
@@ -225,7 +226,7 @@ def hit_test_page(request: HttpRequest, context: dict) -> TemplateResponse:
                         "level": result["body"].get("relevanceLevel"),
                     },
                 ),
-                candidate_rows=with_threshold_lines(cards, thresholds),
+                candidate_rows=with_threshold_lines(cards, thresholds, details.get("levels")),
                 candidates=cards,
                 left_out=left_out,
                 agent=data["agent"],

@@ -32,10 +32,17 @@ def test_a_document_and_a_question_about_it_share_their_key_tokens():
 
 def test_the_signature_names_the_analyser_and_changes_with_the_folding(monkeypatch):
     signature = analyser_signature()
-    assert "jieba/" in signature and "fold/none" in signature and "unicode/" in signature
+    assert "jieba/" in signature and "fold/opencc-t2s" in signature and "unicode/" in signature
     analyser_signature.cache_clear()
-    monkeypatch.setattr(analyser_module, "SCRIPT_FOLD", "t2s")
+    monkeypatch.setattr(analyser_module, "SCRIPT_FOLD", "none")
     try:
         assert analyser_signature() != signature
     finally:
         analyser_signature.cache_clear()
+
+
+def test_traditional_and_simplified_text_cut_to_the_same_tokens():
+    traditional = analyse("臺灣大學圖書館的開放時間")
+    simplified = analyse("台湾大学图书馆的开放时间")
+    assert traditional == simplified
+    assert query_tokens("圖書館") == query_tokens("图书馆")

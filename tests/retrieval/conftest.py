@@ -52,7 +52,9 @@ def _fresh_retrieval_state(settings):
 def seeds_rules(settings):
     """The seeds' rules exactly as FS-1..FS-6 state them: the seeds' thresholds (0.75 / 0.5, what
     the seed corpus below was written for) and levels from the dense similarity alone (dense L1,
-    so no lexical evidence moves a level). The hybrid lookup is tested in test_hybrid_lookup.py."""
+    so no lexical evidence moves a level), decided by the thresholds rather than the level model
+    (``RETRIEVAL_LEVELS=thresholds``). The hybrid lookup is tested in test_hybrid_lookup.py."""
+    settings.RETRIEVAL_LEVELS = "thresholds"
     settings.RETRIEVAL_HIGHLY_RELEVANT_THRESHOLD = 0.75
     settings.RETRIEVAL_REFERENCE_THRESHOLD = 0.5
     settings.RETRIEVAL_L1_MODE = "dense"

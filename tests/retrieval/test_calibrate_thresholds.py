@@ -18,6 +18,13 @@ from retrieval.staff.calibration_queries import evidence_bands, thresholds_sugge
 from retrieval.staff.labelled_queries import Observation
 
 
+@pytest.fixture(autouse=True)
+def _thresholds_rule(settings):
+    """Threshold suggestions are the seeds' rule's (RETRIEVAL_LEVELS=thresholds); the level
+    model's refit is tests/bench/test_levels_fit.py's."""
+    settings.RETRIEVAL_LEVELS = "thresholds"
+
+
 def obs(similarity, right, *, n=1, level=None, expected="doc"):
     answer = expected if right else "other"
     return [Observation("q", expected, answer, similarity, level, True) for _ in range(n)]

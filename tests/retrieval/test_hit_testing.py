@@ -206,7 +206,10 @@ def test_hit_test_bad_input_names_the_field(admin_client, db):
     assert "query" in response.context["form"].errors and "result" not in response.context
 
 
-def test_hit_test_takes_top_k_draws_threshold_lines_and_lists_the_last_tests(admin_client, seeded_corpus):
+def test_hit_test_takes_top_k_draws_threshold_lines_and_lists_the_last_tests(
+    admin_client, seeded_corpus, settings
+):
+    settings.RETRIEVAL_LEVELS = "thresholds"  # the similarity lines of the seeds' rule
     response = admin_client.get(reverse(URL), {"query": "数据库连接池配置", "top_k": "1"})
     assert response.context["details"]["top_k"] == 1
     rows = response.context["candidate_rows"]

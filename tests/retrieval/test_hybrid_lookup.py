@@ -181,3 +181,22 @@ def test_the_details_contract_refuses_unknown_and_missing_keys():
     del values["l1_top_similarity"]
     with pytest.raises(TypeError, match="lacks: l1_top_similarity"):
         lookup_details(**values)
+
+
+@pytest.mark.django_db
+def test_traditional_and_simplified_questions_find_each_other_s_documents(hybrid_corpus, session_id):
+    """Both scripts are folded to one for BM25 and the evidence; the documents stay as written."""
+    hybrid_corpus.add(
+        "library.md",
+        title="圖書館開放時間",
+        domain="campus",
+        chunks=["臺灣大學總圖書館週一至週五開放到晚上十點，週末與國定假日閉館。"],
+    )
+    simplified = lookup_knowledge(query="台湾大学总图书馆周末开放吗", session_id=session_id, dry_run=True)
+    library = next(c for c in simplified.details["l1_candidates"] if c["doc_key"] == "library.md")
+    assert simplified.details["l1_candidates"][0]["doc_key"] == "library.md"
+    assert library["coverage"] >= 0.6
+    traditional = lookup_knowledge(query="信用卡退款多久到帳", session_id=session_id, dry_run=True)
+    refund = next(c for c in traditional.details["l1_candidates"] if c["doc_key"] == "refund.md")
+    assert traditional.details["l1_candidates"][0]["doc_key"] == "refund.md"
+    assert refund["coverage"] >= 0.6

@@ -55,6 +55,16 @@ def test_aliases_match_like_keywords_and_metadata_strings_are_split():
 
 
 @pytest.mark.django_db
+def test_traditional_and_simplified_keywords_and_queries_match_each_other():
+    _doc("zh/library.md", "圖書館開放時間")
+    _doc("zh/metro.md", "地铁换乘指南", keywords=["轨道交通"])
+    assert _keys("图书馆开放时间是几点") == ["zh/library.md"]
+    assert _keys("軌道交通怎麼換乘") == ["zh/metro.md"]
+    # what is stored and shown stays as written
+    assert keyword_index_get().match("图书馆开放时间")[0].title == "圖書館開放時間"
+
+
+@pytest.mark.django_db
 def test_matching_ignores_case_and_full_half_width():
     _doc("api/errors.md", "网关错误码说明", keywords=["ERR_TIMEOUT"])
     assert _keys("err_timeout") == ["api/errors.md"]

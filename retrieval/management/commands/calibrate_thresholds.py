@@ -2,6 +2,11 @@
 
     python manage.py calibrate_thresholds --queries my_questions.jsonl
     python manage.py calibrate_thresholds --queries my_questions.jsonl --apply --user admin
+    python manage.py calibrate_thresholds --queries my_questions.jsonl --refit [--apply]
+
+``--refit`` refits the level model (RETRIEVAL_LEVELS=model) on your questions instead: fitted on a
+seeded half, judged on the other, refused when it does worse there than the model in force;
+``--apply`` then writes it as the embedding model's level profile (retrieval/lookup/level_profiles/).
 
 The rule and the file format: retrieval/staff/labelled_queries.py, retrieval/staff/calibration_queries.py and docs/lookup.md
 ("Calibrating with your own questions").
@@ -65,6 +70,11 @@ class Command(BaseCommand):
             help=f"precision REFERENCE answers must reach (default {DEFAULT_TARGET_REFERENCE})",
         )
         parser.add_argument(
+            "--refit",
+            action="store_true",
+            help="refit the level model on the questions (fit half / report half) instead of thresholds",
+        )
+        parser.add_argument(
             "--min-answers",
             type=int,
             default=DEFAULT_MIN_ANSWERS,
@@ -74,6 +84,8 @@ class Command(BaseCommand):
     def handle(
         self, *args, queries, apply, user, target_highly_relevant, target_reference, min_answers, **options
     ):
+        if options.get("refit"):
+            return self._refit(queries, apply)
         for name, value in (
             ("--target-highly-relevant", target_highly_relevant),
             ("--target-reference", target_reference),
@@ -157,6 +169,42 @@ class Command(BaseCommand):
                 "(revert it in the admin: Threshold calibration)"
             )
         )
+
+    def _refit(self, queries, apply: bool) -> None:
+        from retrieval.lookup.level_model import level_model_save
+        from retrieval.lookup.profiles import profile_for
+        from retrieval.lookup.thresholds import _model_name, current_level_model
+        from retrieval.staff.level_fit import fit, labelled_asked, refit_decide, split_fit_report
+
+        try:
+            labelled = labelled_queries_read(queries)
+        except LabelledQueriesError as exc:
+            raise CommandError(str(exc)) from exc
+        profile = profile_for(_model_name())
+        if profile is None:
+            raise CommandError("--refit: the embedding model has no profile to fit a level model for")
+        asked = labelled_asked(labelled)
+        fit_half, report_half = split_fit_report(asked)
+        if len({q.expected is None for q in fit_half}) < 2:
+            raise CommandError("--refit: the questions need both answerable and unanswerable ones")
+        try:
+            model = fit(fit_half, name=profile.name, fit_set=str(queries))
+        except ValueError as exc:
+            raise CommandError(f"--refit: {exc}") from exc
+        decision = refit_decide(model, current_level_model(), report_half)
+        self.stdout.write(
+            f"{len(fit_half)} questions fitted on, {len(report_half)} reported on\n"
+            f"  refit on the report half:         {decision.new}\n"
+            f"  model in force on the report half: {decision.current}"
+        )
+        if not decision.ok:
+            raise CommandError(f"refit refused: {decision.reason}")
+        if not apply:
+            self.stdout.write("\n(not applied: run again with --apply to write the level profile)")
+            return
+        model = type(model)(**{**model.__dict__, "fitted": {**model.fitted, "report_half": decision.new}})
+        path = level_model_save(model)
+        self.stdout.write(self.style.SUCCESS(f"\nwrote {path}"))
 
     def _outcome(self, label: str, highly_relevant: float, reference: float, outcome: dict) -> None:
         hr, ref = outcome["HIGHLY_RELEVANT"], outcome["REFERENCE"]

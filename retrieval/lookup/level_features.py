@@ -1,0 +1,115 @@
+"""The evidence the level model reads (``retrieval.lookup.level_model``), one dict per candidate.
+
+Only evidence that kept its meaning from CMRC2018 to DRCD (a Simplified and a Traditional set of
+different sizes) is used; raw cosine, equal-weight RRF scores and "L0 matched" did not transfer:
+
+- ``cos_margin``: the candidate's FS-1 similarity minus the best other candidate's;
+- ``bm25_margin``: its best chunk's BM25 score minus the best other's, over the larger of the
+  two, so it does not grow with the corpus or the query's length; ``bm25_seen``: BM25 found it;
+- ``coverage`` / ``cov_margin``: the weighted share of the query's terms its text holds
+  (``retrieval.lookup.lexical``) and the same against the best other candidate;
+- ``entity_share``: the share of the query's entities (numbers, codes, Latin-script tokens,
+  names) found whole in its text: "2号线" is absent from a text about "12号线", a station name
+  that differs by one character is absent although its characters occur; ``has_entities``.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from retrieval.lookup.keyword_index import text_normalise
+
+FEATURES = (
+    "cos_margin",
+    "bm25_margin",
+    "bm25_seen",
+    "coverage",
+    "cov_margin",
+    "entity_share",
+    "has_entities",
+)
+NEUTRAL_COVERAGE = 0.5
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_LATIN = re.compile(r"[a-z][a-z0-9_\-]*[a-z0-9]|[a-z]{2,}")
+_NAME_FLAGS = ("nr", "ns", "nt", "nz")
+
+
+@dataclass(frozen=True)
+class Entity:
+    text: str
+    kind: str  # "number", "latin" or "name"
+
+    def found_in(self, normalised_text: str) -> bool:
+        """Found whole: a number not inside a longer number, a Latin token not inside a word."""
+        if self.kind == "name":
+            return self.text in normalised_text
+        edge = r"\d" if self.kind == "number" else r"[a-z0-9_]"
+        return re.search(rf"(?<!{edge}){re.escape(self.text)}(?!{edge})", normalised_text) is not None
+
+
+@functools.lru_cache(maxsize=1024)
+def query_entities(query: str) -> tuple[Entity, ...]:
+    """The query's numbers, codes, Latin-script tokens and names (jieba's part-of-speech tags
+    nr / ns / nt / nz), in the folded script."""
+    normalised = text_normalise(query)
+    found: dict[str, Entity] = {}
+    for match in _NUMBER.findall(normalised):
+        found.setdefault(match, Entity(match, "number"))
+    for match in _LATIN.findall(normalised):
+        found.setdefault(match, Entity(match, "latin"))
+    for word, flag in _posseg(normalised):
+        if len(word) >= 2 and flag in _NAME_FLAGS and not word.isascii():
+            found.setdefault(word, Entity(word, "name"))
+    return tuple(found.values())
+
+
+def _posseg(text: str) -> list[tuple[str, str]]:
+    import jieba.posseg
+
+    return [(p.word, p.flag) for p in jieba.posseg.lcut(text)]
+
+
+def entity_share(entities: Iterable[Entity], normalised_text: str) -> float | None:
+    entities = tuple(entities)
+    if not entities:
+        return None
+    return sum(1 for e in entities if e.found_in(normalised_text)) / len(entities)
+
+
+@dataclass(frozen=True)
+class CandidateSignals:
+    """What the lookup knows of one candidate before its level is decided."""
+
+    doc_key: str
+    similarity: float | None
+    bm25: float | None
+    coverage: float | None
+    text: str
+
+
+def features_compute(query: str, signals: list[CandidateSignals]) -> dict[str, dict[str, float]]:
+    """Each candidate's features (see the module docstring), by doc key."""
+    entities = query_entities(query) if any(s.text for s in signals) else ()
+    out: dict[str, dict[str, float]] = {}
+    for s in signals:
+        others = [o for o in signals if o.doc_key != s.doc_key]
+        sim = s.similarity if s.similarity is not None else 0.0
+        sim_other = max((o.similarity for o in others if o.similarity is not None), default=0.0)
+        bm = s.bm25 if s.bm25 is not None else 0.0
+        bm_other = max((o.bm25 for o in others if o.bm25 is not None), default=0.0)
+        cov = s.coverage if s.coverage is not None else NEUTRAL_COVERAGE
+        cov_other = max((o.coverage for o in others if o.coverage is not None), default=0.0)
+        share = entity_share(entities, text_normalise(s.text)) if s.text else None
+        out[s.doc_key] = {
+            "cos_margin": sim - sim_other,
+            "bm25_margin": (bm - bm_other) / max(bm, bm_other, 1e-9),
+            "bm25_seen": 1.0 if s.bm25 is not None else 0.0,
+            "coverage": cov,
+            "cov_margin": cov - cov_other,
+            "entity_share": 1.0 if share is None else share,
+            "has_entities": 1.0 if entities else 0.0,
+        }
+    return out

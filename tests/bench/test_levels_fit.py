@@ -1,0 +1,79 @@
+"""bench/levels_fit.py: a fit never sees the set it is reported on; the offline answer is the
+lookup's selection rule."""
+
+from bench import levels_fit
+from retrieval.lookup.level_features import FEATURES
+from retrieval.lookup.level_model import LevelModel
+from retrieval.staff.level_fit import Asked
+from retrieval.staff.level_fit import answer as level_answer
+
+
+def _asked(prefix, n, right_margin):
+    rows = []
+    for i in range(n):
+        answerable = i % 4 != 0
+        good = {"cos_margin": right_margin, "coverage": 1.0}
+        bad = {"cos_margin": -right_margin, "coverage": 0.2}
+        rows.append(
+            Asked(
+                f"{prefix}{i}",
+                f"{prefix}/doc{i}" if answerable else None,
+                [
+                    {
+                        "doc_key": f"{prefix}/doc{i}" if answerable else f"{prefix}/other{i}",
+                        "features": good if answerable else bad,
+                    },
+                    {"doc_key": f"{prefix}/x{i}", "features": bad},
+                ],
+            )
+        )
+    return rows
+
+
+def test_a_fit_never_sees_the_reported_set(monkeypatch):
+    seen = []
+    real_fit = levels_fit.fit
+
+    def spy(asked, **kw):
+        seen.append({q.qid[0] for q in asked})
+        return real_fit(asked, **kw)
+
+    monkeypatch.setattr(levels_fit, "fit", spy)
+    collected = {"a": _asked("a", 80, 0.3), "b": _asked("b", 80, 0.1)}
+    rows, models = levels_fit.cross_rows(collected, [("a", "b"), ("b", "a")])
+    assert seen == [{"a"}, {"b"}]
+    labels = [label for label, _ in rows]
+    assert "a -> b" in labels and "b -> a" in labels
+    assert models["a"].fitted["data_set"] == "a"
+
+
+def test_the_offline_answer_takes_the_first_candidate_in_the_band_or_precise():
+    always = LevelModel("t", FEATURES, tuple(0.0 for _ in FEATURES), 5.0, (), ())  # estimate ~0.993
+    never = LevelModel("t", FEATURES, tuple(0.0 for _ in FEATURES), -5.0, (), ())
+    q = Asked(
+        "q",
+        "d/1",
+        [{"doc_key": "d/0", "features": {}, "precise": True}, {"doc_key": "d/1", "features": {"x": 1}}],
+    )
+    assert level_answer(never, q) == ("d/0", "PRECISE")
+    q = Asked("q", "d/1", [{"doc_key": "d/1", "features": {"x": 1}}])
+    assert level_answer(always, q) == ("d/1", "PRECISE")
+    assert level_answer(never, q) == (None, None)
+
+
+def test_a_refit_that_does_worse_unfitted_is_refused():
+    from retrieval.staff.level_fit import refit_decide, split_fit_report
+
+    asked = _asked("a", 80, 0.3)
+    fit_half, report_half = split_fit_report(asked)
+    assert not {q.qid for q in fit_half} & {q.qid for q in report_half}
+    good = levels_fit.fit(fit_half, name="t", fit_set="a")
+    # a model fitted on labels turned upside down answers the report half worse
+    flipped = [
+        Asked(q.qid, None if q.expected else q.candidates[0]["doc_key"], q.candidates) for q in fit_half
+    ]
+    bad = levels_fit.fit(flipped, name="t", fit_set="flipped")
+    refused = refit_decide(bad, good, report_half)
+    assert not refused.ok and "hit@1" in refused.reason
+    assert refit_decide(good, good, report_half).ok
+    assert refit_decide(good, None, report_half).ok
