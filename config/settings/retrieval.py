@@ -101,6 +101,8 @@ RETRIEVAL_HINT_HIGHLY_RELEVANT = (
 )
 RETRIEVAL_HINT_REFERENCE = env.str("RETRIEVAL_HINT_REFERENCE", default="") or _hints["REFERENCE"]
 
-# MCP over streamable HTTP: open sessions one agent may hold at once (0 = no per-agent cap; the
-# SDK's own limit of 10,000 for the whole process still applies).
+# MCP over streamable HTTP: open sessions one agent may hold at once, counted across every web
+# worker (0 = no cap).
 MCP_MAX_SESSIONS_PER_AGENT = env.int("MCP_MAX_SESSIONS_PER_AGENT", default=10)
+# Seconds an MCP session lives without a request (every worker sees it: retrieval.entrypoints.mcp_sessions).
+MCP_SESSION_IDLE_S = env.int("MCP_SESSION_IDLE_S", default=1800)

@@ -15,25 +15,20 @@ In order, for every request:
    the one REST spends (``retrieval.agents.throttling``): 429 ``throttled`` with ``Retry-After``;
 5. a POST body is read whole before the MCP library sees it: over DATA_UPLOAD_MAX_MEMORY_SIZE
    413 ``request_too_large``; not UTF-8 or nested deeper than ``mcp_checks.MAX_JSON_DEPTH`` 400 ``parse_error``;
-   JSON but not one JSON-RPC message 400 ``invalid_message`` naming the field; a request whose
-   id is that of one of the session's requests still being answered 409 ``id_in_use`` (the
-   library would leave the first without an answer, its connection open indefinitely);
-6. a request without ``Mcp-Session-Id`` opens a session: refused with 429 ``too_many_sessions``
-   when the agent already holds MCP_MAX_SESSIONS_PER_AGENT open ones, so one agent cannot fill
-   the SDK's global session table and lock everyone out.
+   JSON but not one JSON-RPC message 400 ``invalid_message`` naming the field;
+6. the session (``mcp_sessions``, shared by every worker): a POST without ``Mcp-Session-Id``
+   opens one (429 ``too_many_sessions`` when the agent already holds MCP_MAX_SESSIONS_PER_AGENT
+   open ones, so one agent cannot lock everyone out) and the answer carries its id; a request
+   with an id must come with the token that opened it, else it is answered exactly as an unknown
+   or expired id (404 "Session not found", the SDK's own body); DELETE closes it.
 
-The session is bound to the token that opened it: the SDK compares the principal set here in
-``scope["user"]`` with the session's opener and answers a request from any other token exactly
-as it answers an unknown session id (404 "Session not found").
+The SDK runs its streamable HTTP transport statelessly (a fresh transport per request): nothing a
+session needs is kept in one worker's memory, so ``/mcp/`` is served by every web worker.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import json
-import math
-from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -46,10 +41,11 @@ from retrieval.agents.identity import Agent, agent_for_user
 from retrieval.agents.throttling import agent_budget_spend, failed_auth_spend, refused_keys
 from retrieval.agents.tokens import token_digest, token_user
 from retrieval.entrypoints.mcp_checks import json_body_check, origin_allowed, request_scheme
+from retrieval.entrypoints.mcp_responses import refuse as _refuse
+from retrieval.entrypoints.mcp_responses import refuse_throttled as _refuse_throttled
+from retrieval.entrypoints.mcp_session_gate import session_serve
 
 AGENT_SCOPE_KEY = "agentkb.agent"  # the calling Agent, set in the ASGI scope for the tools
-# Retry-After of a refused session: idle sessions close by themselves (the SDK's idle timeout).
-SESSION_RETRY_AFTER_S = 60
 
 
 def db_call(fn, /, **kwargs):
@@ -77,31 +73,12 @@ def _principal(agent: Agent, key: str) -> AuthenticatedUser:
     )
 
 
-def _in_flight_key(agent: Agent, session: str | None, message: Any) -> tuple[int, str, str] | None:
-    """What identifies a request while it is answered: the agent (so another token presenting the
-    session id cannot collide with it), the session, the JSON-RPC id (typed: 1 is not "1")."""
-    if session is None or not isinstance(message, dict) or "method" not in message or "id" not in message:
-        return None
-    return agent.id, session, json.dumps(message["id"])
-
-
-def open_sessions_of(manager, agent: Agent) -> int:
-    """Open MCP sessions of ``agent``, from the SDK session manager's table of session owners
-    (mcp >= 1.30 keeps one per session; a closed or idle-expired session leaves it at once)."""
-    client_id = f"agent-{agent.id}"
-    owners = getattr(manager, "_session_owners", {})
-    return sum(1 for owner in list(owners.values()) if owner.get("client_id") == client_id)
-
-
 class McpTokenAuth:
     """ASGI middleware in front of the SDK's streamable HTTP app (see the module docstring)."""
 
     def __init__(self, app, manager=None):
         self.app = app
         self.manager = manager
-        self._open_locks: dict[int, asyncio.Lock] = {}
-        # (agent, session, request id) of the requests being answered now (``_in_flight_key``).
-        self._in_flight: set[tuple[int, str, str]] = set()
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -152,7 +129,6 @@ class McpTokenAuth:
             await _refuse_throttled(send, wait)
             return
 
-        in_flight = None
         if scope.get("method") == "POST":
             limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 10 * 1024 * 1024
             body, complete = await _read_body(receive, limit=limit)
@@ -166,63 +142,19 @@ class McpTokenAuth:
                 return
             # A large body takes tens of milliseconds to scan and parse: off the event loop.
             if len(body) > 64 * 1024:
-                problem, message = await sync_to_async(json_body_check, thread_sensitive=False)(body)
+                problem, _ = await sync_to_async(json_body_check, thread_sensitive=False)(body)
             else:
-                problem, message = json_body_check(body)
+                problem, _ = json_body_check(body)
             if problem is not None:
                 await _refuse(send, 400, *problem)
                 return
-            in_flight = _in_flight_key(agent, headers.get("mcp-session-id"), message)
-            if in_flight is not None and in_flight in self._in_flight:
-                # The library keys a session's pending answers by request id: a second request
-                # with the id of one still being answered takes its place, and the first never
-                # gets an answer (its connection held open by the stream's pings, indefinitely).
-                await _refuse(
-                    send,
-                    409,
-                    "id_in_use",
-                    f"id: request {json.dumps(message['id'])[:64]} of this session is still being answered; a "
-                    "session's requests in flight need ids of their own (JSON-RPC)",
-                )
-                return
             receive = _replay(body, receive)
 
-        if in_flight is not None:
-            self._in_flight.add(in_flight)
-        try:
-            scope = {**scope, AGENT_SCOPE_KEY: agent, "user": _principal(agent, key)}
-            opens_session = scope.get("method") == "POST" and "mcp-session-id" not in headers
-            await self._forward(scope, receive, send, agent=agent, opens_session=opens_session)
-        finally:
-            if in_flight is not None:
-                self._in_flight.discard(in_flight)
-
-    async def _forward(self, scope, receive, send, *, agent: Agent, opens_session: bool) -> None:
-        """To the library, past the per-agent cap on open sessions for a request that opens one."""
-        if not opens_session or self.manager is None or not settings.MCP_MAX_SESSIONS_PER_AGENT:
-            await self.app(scope, receive, send)
-            return
-        # Count and open under one lock per agent: concurrent opening requests of one agent
-        # cannot all pass the count before any of them is registered.
-        async with self._open_lock(agent.id):
-            cap = settings.MCP_MAX_SESSIONS_PER_AGENT
-            if open_sessions_of(self.manager, agent) >= cap:
-                await _refuse(
-                    send,
-                    429,
-                    "too_many_sessions",
-                    f"This agent already has {cap} open MCP sessions (MCP_MAX_SESSIONS_PER_AGENT): "
-                    "close one (HTTP DELETE with its Mcp-Session-Id) or wait for an idle one to expire.",
-                    retry_after=SESSION_RETRY_AFTER_S,
-                )
-                return
-            await self.app(scope, receive, send)
-
-    def _open_lock(self, agent_id: int) -> asyncio.Lock:
-        lock = self._open_locks.get(agent_id)
-        if lock is None:
-            lock = self._open_locks[agent_id] = asyncio.Lock()
-        return lock
+        principal = _principal(agent, key)
+        scope = {**scope, AGENT_SCOPE_KEY: agent, "user": principal}
+        await session_serve(
+            self.app, scope, receive, send, agent=agent, subject=principal.access_token.subject
+        )
 
 
 async def _read_body(receive, *, limit: int) -> tuple[bytes, bool]:
@@ -254,36 +186,3 @@ def _replay(body: bytes, receive):
         return await receive()
 
     return replayed
-
-
-def _json_error(
-    status: int, code: str, message: str, *, retry_after: int | None = None, details: dict | None = None
-) -> tuple[dict, bytes]:
-    body = json.dumps({"error": {"code": code, "message": message, "details": details or {}}}).encode()
-    start = {
-        "type": "http.response.start",
-        "status": status,
-        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-    }
-    if status == 401:
-        start["headers"].append((b"www-authenticate", b'Token realm="agentkb"'))
-    if retry_after is not None:
-        start["headers"].append((b"retry-after", str(max(1, retry_after)).encode()))
-    return start, body
-
-
-async def _refuse_throttled(send, wait: float) -> None:
-    await _refuse(
-        send,
-        429,
-        "throttled",
-        f"Request was throttled. Expected available in {math.ceil(wait)} seconds.",
-        retry_after=math.ceil(wait),
-        details={"retry_after_seconds": math.ceil(wait)},
-    )
-
-
-async def _refuse(send, status: int, code: str, message: str, **extra) -> None:
-    start, body = _json_error(status, code, message, **extra)
-    await send(start)
-    await send({"type": "http.response.body", "body": body})

@@ -177,6 +177,9 @@ def build_server(*, agent: str | None = None) -> FastMCP:
         # Host checks are Django's ALLOWED_HOSTS, done by McpTokenAuth; the SDK's own defaults
         # would refuse every host name but localhost.
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        # A fresh transport per request: every web worker serves every session, whose owner and
+        # id live in the shared registry (``mcp_sessions``), not in this process.
+        stateless_http=True,
     )
     lookup_description = lookup_tool_definition()["function"]["description"]
 
