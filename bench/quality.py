@@ -794,6 +794,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.collect:
         levels_fit.collect_main(args.collect, args)
         return
+    if args.one_dataset:  # the child process of a --dataset run (it has no --dataset of its own)
+        print("RESULT " + json.dumps(run_dataset(args.one_dataset, args), ensure_ascii=False), flush=True)
+        return
     if args.dataset is None:
         if bool(args.fit_on) != bool(args.report_on):
             parser.error("--fit-on and --report-on go together")
@@ -820,10 +823,6 @@ def main(argv: list[str] | None = None) -> None:
         if args.write_questions:
             write_questions(names, args, Path(args.write_questions))
         return
-    if args.one_dataset:
-        print("RESULT " + json.dumps(run_dataset(args.one_dataset, args), ensure_ascii=False), flush=True)
-        return
-
     results = []
     for name in names:
         command = [sys.executable, __file__, "--one-dataset", name]

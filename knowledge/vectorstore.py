@@ -340,7 +340,7 @@ class VectorStore:
                 raise VectorStoreMismatch(
                     f"Milvus collection '{self.collection}' holds {existing_dim}-d vectors from "
                     f"'{existing_model}', but the configured embedding is {dim}-d '{model_name}'. "
-                    "Run `python manage.py reindex --recreate` to rebuild it with the new model."
+                    "Run `.venv/bin/python manage.py reindex --recreate` to rebuild it with the new model."
                 )
             if missing := self.lexical_fields_missing():
                 raise VectorStoreMismatch(lexical_fields_message(self.collection, missing))
@@ -662,7 +662,7 @@ def bm25_supported(version: str) -> bool:
 def lexical_fields_message(collection: str, missing: list[str]) -> str:
     return (
         f"Milvus collection '{collection}' was built before hybrid search and lacks "
-        f"{', '.join(missing)}. Run `python manage.py reindex --recreate` to rebuild it "
+        f"{', '.join(missing)}. Run `.venv/bin/python manage.py reindex --recreate` to rebuild it "
         "with them (every document is then indexed again)."
     )
 

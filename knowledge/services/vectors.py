@@ -108,7 +108,7 @@ def embedding_collection_check() -> None:
         raise VectorStoreMismatch(
             f"Milvus collection '{store.collection}' holds {existing_dim}-d vectors from "
             f"'{existing_model}', but the configured embedding is {dim or '?'}-d '{model_name}'. "
-            "Run `python manage.py reindex --recreate` to rebuild it with the new model, or set "
+            "Run `.venv/bin/python manage.py reindex --recreate` to rebuild it with the new model, or set "
             "EMBEDDING_BACKEND/EMBEDDING_MODEL back."
         )
     if missing := store.lexical_fields_missing():
