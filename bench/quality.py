@@ -122,6 +122,13 @@ def _markdown(*, title: str, domain: str, body: str, extra: dict[str, str]) -> b
     return ("---\n" + "\n".join(front) + "\n---\n\n" + body.strip() + "\n").encode()
 
 
+#: Where each SQuAD-format set comes from and its licence, kept with every document made from it.
+SOURCES = {
+    "cmrc": ("CMRC 2018 trial set, github.com/ymcui/cmrc2018", "CC BY-SA 4.0"),
+    "drcd": ("DRCD dev set, github.com/DRCKnowledgeTeam/DRCD", "CC BY-SA 3.0"),
+}
+
+
 def cmrc_dataset(
     path: Path, *, seed: int, holdout: float, name: str = "cmrc", domain: str = CMRC_DOMAIN
 ) -> Dataset:
@@ -149,7 +156,7 @@ def cmrc_dataset(
                 title=title,
                 domain=domain,
                 body=context,
-                extra={"source": Path(path).name},
+                extra={"source": SOURCES[name][0], "licence": SOURCES[name][1]},
             )
             documents.append(Document(doc_key, title, context, data))
         for qa in qas:
@@ -172,6 +179,7 @@ def cmrc_dataset(
             f"{Path(path).name}: {len(paragraphs)} paragraphs, {len(held_out)} held out "
             f"(seed {seed}), {len(questions)} questions"
             + (f"; {blank} empty questions skipped" if blank else "")
+            + f" ({SOURCES[name][1]})"
         ],
     )
 

@@ -143,7 +143,9 @@ def test_an_english_agent_loop_receives_no_chinese(corpus, live_server, fake_ope
     assert result.returncode == 0, result.stderr
     requests = fake_openai.chat_requests()
     lookups = ToolInvocation.objects.filter(tool_name="lookup_knowledge")
-    assert lookups.count() >= 2 and lookups.filter(relevance_level="HIGHLY_RELEVANT").exists()
+    assert (
+        lookups.count() >= 2 and lookups.filter(relevance_level__in=("PRECISE", "HIGHLY_RELEVANT")).exists()
+    )
     # Everything the loop handed the model came from agentkb (tool definition, executor prompt,
     # lookup results with messages and hints) or from the loop itself: not one Chinese character.
     assert requests[0].body["messages"][0]["content"].startswith("# The Executor role")

@@ -177,6 +177,7 @@ def test_hit_testing_page_in_the_browser(browser, live_server, seeded_calls, vec
     from tests.retrieval.conftest import Corpus, seed_documents
 
     settings.RETRIEVAL_INDEX_REFRESH_MS = 0
+    settings.RETRIEVAL_LEVELS = "thresholds"  # the seeds' scenario: its level by the seeds' rule
     keyword_index_forget()
     embedder = get_embedder()
     vector_store.ensure_collection(dim=embedder.dim, model_name=embedder.model_name)

@@ -22,7 +22,9 @@ def _error(response):
 
 
 # --- the happy path -----------------------------------------------------------------------------
-def test_a_lookup_answers_in_camel_case_with_the_invocation_header(agent_client, seeded_corpus, session_id):
+def test_a_lookup_answers_in_camel_case_with_the_invocation_header(
+    agent_client, seeded_corpus, session_id, seeds_rules
+):
     response = _post(agent_client, {"query": "数据库连接池配置", "session_id": session_id})
     assert response.status_code == 200
     body = response.json()

@@ -24,7 +24,7 @@ def _sections(text):
     return json.loads(agent_json), json.loads(details.split("\n", 1)[1])
 
 
-def test_lookup_prints_the_agent_body_and_the_raw_details(seeded_corpus, session_id):
+def test_lookup_prints_the_agent_body_and_the_raw_details(seeded_corpus, session_id, seeds_rules):
     body, details = _sections(_run("数据库连接池配置", "--session", session_id))
     assert body["relevanceLevel"] == "HIGHLY_RELEVANT"
     assert "l1_top_score" not in body and details["l1_top_score"] is not None
@@ -36,7 +36,7 @@ def test_lookup_prints_the_agent_body_and_the_raw_details(seeded_corpus, session
     assert body["relevanceLevel"] == "DEDUPED"
 
 
-def test_lookup_dry_run_leaves_no_trace(seeded_corpus, session_id):
+def test_lookup_dry_run_leaves_no_trace(seeded_corpus, session_id, seeds_rules):
     for _ in range(2):
         body, _ = _sections(_run("数据库连接池配置", "--session", session_id, "--dry-run"))
         assert body["relevanceLevel"] == "HIGHLY_RELEVANT"
