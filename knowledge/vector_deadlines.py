@@ -46,11 +46,15 @@ class CallGuard:
         *,
         refused: Callable[[str], Exception],
         lost: Callable[[Exception], bool],
+        probe: bool = False,
     ) -> Any:
         """Run ``call`` unless the breaker is open (then raise ``refused(reason)``); open it when
-        the call fails in a way ``lost`` says is the server not answering."""
+        the call fails in a way ``lost`` says is the server not answering. A ``probe`` (the
+        health check's ping) always asks, and its answer closes the breaker: a server that is
+        back shows as up at once, not after the cooldown."""
         try:
-            self.breaker.check()
+            if not probe:
+                self.breaker.check()
         except CircuitOpen as exc:
             raise refused(str(exc)) from exc
         try:

@@ -212,12 +212,14 @@ class VectorStore:
     def _call(self, fn_name: str, *args, **kwargs):
         """Call a client method within its deadline, unless the breaker is open (a call failed
         for want of an answer moments ago): see ``knowledge.vector_deadlines``."""
+        probe = kwargs.pop("_probe", False)
         kwargs.setdefault("timeout", self.guard.deadline(fn_name))
         return self.guard.run(
             fn_name,
             lambda: self._call_reconnecting(fn_name, *args, **kwargs),
             refused=lambda reason: VectorStoreError(f"Milvus {fn_name} not attempted: {reason}"),
             lost=lambda exc: _connection_lost(exc) or timed_out(exc),
+            probe=probe,
         )
 
     def _call_reconnecting(self, fn_name: str, *args, **kwargs):
@@ -252,8 +254,9 @@ class VectorStore:
             raise VectorStoreError(f"Milvus {fn_name} failed: {exc}") from exc
 
     def ping(self) -> None:
-        """Raise VectorStoreError when Milvus does not answer."""
-        self._call("list_collections")
+        """Raise VectorStoreError when Milvus does not answer. Asks even while the breaker is
+        open (``CallGuard.run``'s probe): /healthz must see a server that came back."""
+        self._call("list_collections", _probe=True)
 
     def server_version(self) -> str:
         """What the server says it is: ``milvus_lite-3.2.2`` for milvus-lite (embedded or its

@@ -52,10 +52,16 @@ def test_a_hung_milvus_costs_one_deadline_then_fails_at_once(hung_peer):
 
     started = time.monotonic()
     with pytest.raises(VectorStoreError, match=r"not attempted.*not asked again"):
-        store.ping()
+        store.count()
     with pytest.raises(VectorStoreError, match="not attempted"):
         store.count()
     assert time.monotonic() - started < 0.5
+    assert store.guard.breaker.is_open
+    # The health check's ping is a probe: it asks even now (so /healthz sees a server come
+    # back at once), and a failed probe keeps the breaker open.
+    with pytest.raises(VectorStoreError) as probed:
+        store.ping()
+    assert "not attempted" not in str(probed.value)
     assert store.guard.breaker.is_open
 
 
