@@ -60,6 +60,14 @@ def _check_lexical_index() -> str:
     from knowledge.lexical import get_lexical_engine, lexical_engine_choice
 
     engine = get_lexical_engine()
+    if not engine.separate:
+        # Milvus's own BM25: ask the server first as the vector store's check does (a probe,
+        # past an open breaker), so a server that came back is seen at once here too. The two
+        # checks run side by side, and the count alone would be refused until the breaker's
+        # cooldown ends.
+        from knowledge.vectorstore import get_vector_store
+
+        get_vector_store().ping()
     chunks = engine.count()
     problem = engine.signature_problem()
     detail = f"{engine.name} ({lexical_engine_choice().reason}), {chunks} chunks"

@@ -41,7 +41,9 @@ def test_a_corpus_change_drops_cached_hits_but_keeps_the_vector(seeded_corpus, s
     )
     after = lookup_knowledge(query="数据库连接池配置", session_id=session_id, dry_run=True)
     assert after.details["l1_cached"] is False and after.details["query_vector_cached"] is True
-    assert "infrastructure/pool-2.md" in after.details["returned_doc_keys"]
+    # The new document is among the searched candidates (whether it is also returned is the
+    # level's call, and differs by lexical engine: Milvus's BM25 ranks the older document first).
+    assert "infrastructure/pool-2.md" in {c["doc_key"] for c in after.details["l1_candidates"]}
     assert encodes == ["数据库连接池配置"]
 
 
