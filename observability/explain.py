@@ -20,6 +20,15 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+def evidence_text(features: Any) -> str:
+    """The level model's evidence of one candidate as staff read it: ``name value`` pairs."""
+    if not isinstance(features, dict):
+        return ""
+    return " · ".join(
+        f"{name} {float(value):.2f}" for name, value in features.items() if _number(value) is not None
+    )
+
+
 def level_explanation(*, tool_name: str, status: str, level: str | None, details: Any) -> str:
     details = details if isinstance(details, dict) else {}
     thresholds = details.get("thresholds") if isinstance(details.get("thresholds"), dict) else {}

@@ -32,7 +32,7 @@ from observability.admin.filters import (
     SimilarityFilter,
     TimeRangeFilter,
 )
-from observability.explain import level_explanation, thresholds_source
+from observability.explain import evidence_text, level_explanation, thresholds_source
 from observability.feedback import feedback_record
 from observability.forms import FeedbackForm
 from observability.links import iso
@@ -408,6 +408,10 @@ def _l1_rows(details: dict) -> list[dict]:
     withheld = details.get("withheld_doc_keys") if isinstance(details.get("withheld_doc_keys"), list) else []
     candidates = details.get("l1_candidates")
     if isinstance(candidates, list) and candidates:
+        # The level model's estimate of each document and the evidence behind it: what decided
+        # the level, where the similarity alone does not say.
+        levels = details.get("levels") if isinstance(details.get("levels"), dict) else {}
+        estimates = {e.get("doc_key"): e for e in levels.get("candidates") or [] if isinstance(e, dict)}
         rows = []
         for i, c in enumerate(candidates):
             if not isinstance(c, dict):
@@ -423,6 +427,11 @@ def _l1_rows(details: dict) -> list[dict]:
                     "similarity": round(float(c["similarity"]), 4)
                     if _is_number(c.get("similarity"))
                     else None,
+                    "level": c.get("l1_level") if isinstance(c.get("l1_level"), str) else "",
+                    "estimate": round(float(estimate), 4)
+                    if _is_number(estimate := (estimates.get(key) or {}).get("estimate"))
+                    else None,
+                    "evidence": evidence_text((estimates.get(key) or {}).get("features")),
                     "mark": "returned" if key in returned else "withheld" if key in withheld else "",
                 }
             )

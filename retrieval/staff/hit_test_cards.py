@@ -15,6 +15,7 @@ from django.urls import reverse
 
 from config.display import display_text
 from knowledge.models import ApiDocument, DocumentChunk
+from observability.explain import evidence_text
 
 #: characters of a chunk shown on its card (the whole chunk opens below it, up to CHUNK_FULL_CHARS)
 CHUNK_PREVIEW_CHARS = 400
@@ -77,13 +78,7 @@ def candidate_cards(
                 "score": _number(c.get("score")),
                 "level": display_text(c.get("l1_level")),
                 "estimate": _number((estimates.get(key) or {}).get("estimate")),
-                "evidence": display_text(
-                    " · ".join(
-                        f"{name} {value:.2f}"
-                        for name, value in ((estimates.get(key) or {}).get("features") or {}).items()
-                        if _number(value) is not None
-                    )
-                ),
+                "evidence": display_text(evidence_text((estimates.get(key) or {}).get("features"))),
                 "returned": key in returned,
                 "withheld": key in withheld,
                 "indexed": bool(c.get("indexed")),
