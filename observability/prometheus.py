@@ -19,7 +19,11 @@ _MULTIPROC_DIR = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
 if _MULTIPROC_DIR:
     os.makedirs(_MULTIPROC_DIR, exist_ok=True)
 
-from prometheus_client import Counter, Histogram  # noqa: E402  (after the folder exists)
+from prometheus_client import Counter, Histogram, disable_created_metrics  # noqa: E402  (after the folder exists)
+
+# No "<name>_created" series beside each counter and histogram: the multiprocess mode has none,
+# and in memory they only double the scrape.
+disable_created_metrics()
 
 logger = logging.getLogger(__name__)
 

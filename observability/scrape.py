@@ -53,9 +53,7 @@ class DatabaseCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         counts = dict(ApiDocument.objects.values_list("status").annotate(n=Count("id")).order_by())
-        documents = GaugeMetricFamily(
-            "agentkb_documents", "Documents by indexing status.", labels=["status"]
-        )
+        documents = GaugeMetricFamily("agentkb_documents", "Documents by indexing status.", labels=["status"])
         for status in ApiDocument.Status.values:
             documents.add_metric([status], counts.get(status, 0))
         yield documents
@@ -86,7 +84,9 @@ class DatabaseCollector(Collector):
             labels=["agent", "name"],
         )
         user_model = get_user_model()
-        for pk, name in user_model.objects.filter(is_active=True).values_list("pk", user_model.USERNAME_FIELD):
+        for pk, name in user_model.objects.filter(is_active=True).values_list(
+            "pk", user_model.USERNAME_FIELD
+        ):
             agents.add_metric([str(pk), str(name)], 1)
         yield agents
 

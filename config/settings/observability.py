@@ -1,5 +1,7 @@
 """Observability: threshold calibration from feedback (seed 000 Phase 2) and the dashboards."""
 
+import importlib.util
+
 from django.core.exceptions import ImproperlyConfigured
 
 from config.env import env
@@ -38,4 +40,21 @@ if METRICS_TOKEN and len(METRICS_TOKEN) < 32:
 PROMETHEUS_MULTIPROC_DIR = env.str("PROMETHEUS_MULTIPROC_DIR", default="")
 # The OTLP/HTTP collector lookups are traced to (a span per lookup and per stage); empty: no
 # tracing, OpenTelemetry not even imported. The other OTEL_* variables are read by the exporter.
+# OpenTelemetry is the optional extra [tracing] (pip install -e '.[tracing]'): installed, it is
+# imported by redis-py in every process (about 45 ms a start), traced or not.
 OTEL_EXPORTER_OTLP_ENDPOINT = env.str("OTEL_EXPORTER_OTLP_ENDPOINT", default="")
+if OTEL_EXPORTER_OTLP_ENDPOINT:
+    if not OTEL_EXPORTER_OTLP_ENDPOINT.startswith(("http://", "https://")):
+        raise ImproperlyConfigured(
+            f"OTEL_EXPORTER_OTLP_ENDPOINT must be an http(s):// URL of an OTLP/HTTP collector "
+            f"(e.g. http://127.0.0.1:4318); got {OTEL_EXPORTER_OTLP_ENDPOINT!r}"
+        )
+    try:
+        _exporter = importlib.util.find_spec("opentelemetry.exporter.otlp.proto.http")
+    except ModuleNotFoundError:  # a parent package is missing
+        _exporter = None
+    if _exporter is None:
+        raise ImproperlyConfigured(
+            "OTEL_EXPORTER_OTLP_ENDPOINT is set but OpenTelemetry is not installed: "
+            "pip install -e '.[tracing]' (or unset it)"
+        )

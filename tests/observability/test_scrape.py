@@ -149,7 +149,11 @@ _RECORD = textwrap.dedent(
 
 def test_counts_of_several_processes_add_up_in_multiprocess_mode(tmp_path, monkeypatch, admin_client):
     folder = tmp_path / "prometheus"
-    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(folder), "DJANGO_SETTINGS_MODULE": "config.settings_test"}
+    env = {
+        **os.environ,
+        "PROMETHEUS_MULTIPROC_DIR": str(folder),
+        "DJANGO_SETTINGS_MODULE": "config.settings_test",
+    }
     workers = [
         subprocess.Popen([sys.executable, "-c", _RECORD.format(n=n)], cwd=REPO, env=env) for n in (3, 5)
     ]
@@ -163,7 +167,13 @@ def test_counts_of_several_processes_add_up_in_multiprocess_mode(tmp_path, monke
         for s in families["agentkb_lookups"].samples
         if s.name == "agentkb_lookups_total"
     }
-    key = (("agent", "7"), ("dedup_reason", "none"), ("level", "PRECISE"), ("status", "SUCCESS"), ("tool", "lookup_knowledge"))
+    key = (
+        ("agent", "7"),
+        ("dedup_reason", "none"),
+        ("level", "PRECISE"),
+        ("status", "SUCCESS"),
+        ("tool", "lookup_knowledge"),
+    )
     assert lookups == {key: 8}
     stage = {
         s.labels["le"]: s.value

@@ -75,7 +75,14 @@ def test_lookups_are_counted_by_level_dedup_status_and_agent(settings, seeded_co
     common = {"tool": "lookup_knowledge"}
     assert (
         _delta(
-            after, before, lookups, **common, level="HIGHLY_RELEVANT", dedup_reason="none", status="SUCCESS", agent=alice_id
+            after,
+            before,
+            lookups,
+            **common,
+            level="HIGHLY_RELEVANT",
+            dedup_reason="none",
+            status="SUCCESS",
+            agent=alice_id,
         )
         == 2
     )
@@ -84,7 +91,9 @@ def test_lookups_are_counted_by_level_dedup_status_and_agent(settings, seeded_co
     }
     assert any(("dedup_reason", "doc_retrieved") in labels for labels in dedup), (again, dedup)
     assert (
-        _delta(after, before, lookups, **common, level="none", dedup_reason="none", status="ERROR", agent=bob_id)
+        _delta(
+            after, before, lookups, **common, level="none", dedup_reason="none", status="ERROR", agent=bob_id
+        )
         == 1
     )
     # Every agent's name is there to join on.
