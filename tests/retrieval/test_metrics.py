@@ -58,17 +58,21 @@ def _lookup(client, query, session):
     return client.post(URL, {"query": query, "session_id": session}, format="json")
 
 
-def test_lookups_are_counted_by_level_dedup_status_and_agent(settings, seeded_corpus, seeds_rules):
+def test_lookups_are_counted_by_level_dedup_status_and_agent(
+    settings, seeded_corpus, seeds_rules, session_id
+):
     settings.METRICS_TOKEN = SCRAPE_TOKEN
     alice_name = f"alice-{uuid.uuid4().hex[:6]}"
     alice, alice_id = _agent(alice_name)
     bob, bob_id = _agent(f"bob-{uuid.uuid4().hex[:6]}")
     before = _scrape()
 
-    for session in ("s1", "s2"):
+    # Sessions of this test alone: the Redis action memory outlives a run.
+    first, second = (f"{session_id}-{n}" for n in (1, 2))
+    for session in (first, second):
         assert _lookup(alice, "数据库连接池配置", session).json()["relevanceLevel"] == "HIGHLY_RELEVANT"
-    again = _lookup(alice, "数据库连接池配置", "s1").json()  # s1 holds the document already
-    assert _lookup(bob, "", "s1").status_code == 400  # refused on its input: recorded as ERROR
+    again = _lookup(alice, "数据库连接池配置", first).json()  # the session holds the document already
+    assert _lookup(bob, "", first).status_code == 400  # refused on its input: recorded as ERROR
 
     after = _scrape()
     lookups = "agentkb_lookups_total"
@@ -107,12 +111,12 @@ def test_lookups_are_counted_by_level_dedup_status_and_agent(settings, seeded_co
     assert _delta(after, before, "agentkb_lookup_seconds_count", tool="lookup_knowledge") == 4
 
 
-def test_a_call_refused_by_the_budget_is_counted(settings, seeded_corpus):
+def test_a_call_refused_by_the_budget_is_counted(settings, seeded_corpus, session_id):
     settings.METRICS_TOKEN = SCRAPE_TOKEN
     settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"tool": "2/min"}}
     client, _ = _agent(f"busy-{uuid.uuid4().hex[:6]}")
     before = _scrape()
-    statuses = [_lookup(client, "ERR_TIMEOUT", "s1").status_code for _ in range(4)]
+    statuses = [_lookup(client, "ERR_TIMEOUT", session_id).status_code for _ in range(4)]
     after = _scrape()
     assert statuses == [200, 200, 429, 429]
     assert _delta(after, before, "agentkb_budget_refusals_total", scope="tool") == 2
