@@ -11,6 +11,7 @@ from typing import Any
 
 from config.credentials import mask_credentials
 from observability.models import ToolInvocation
+from observability.prometheus import lookup_count
 
 # Stored text is capped so one runaway query or error cannot bloat the table.
 _MAX_SUMMARY = 2000
@@ -37,10 +38,11 @@ def invocation_record(
     summary are stored with credentials masked (an unreachable Milvus's URI with its password).
     Exactly one INSERT and no transaction of its own: wrapping a single statement in
     ``transaction.atomic`` would add BEGIN/COMMIT round trips to every lookup for nothing.
+    The call is counted for Prometheus (``agentkb_lookups_total``) once its row is written.
     """
     if status not in ToolInvocation.Status.values:
         raise ValueError(f"status: must be one of {', '.join(ToolInvocation.Status.values)}; got {status!r}")
-    return ToolInvocation.objects.create(
+    invocation = ToolInvocation.objects.create(
         tool_name=tool_name,
         session_id=session_id[:128],
         request=request,
@@ -53,3 +55,12 @@ def invocation_record(
         retrieval_details=retrieval_details,
         agent_id=agent_id,
     )
+    lookup_count(
+        tool=tool_name,
+        level=relevance_level,
+        dedup_reason=dedup_reason,
+        status=status,
+        agent_id=agent_id,
+        duration_ms=duration_ms,
+    )
+    return invocation

@@ -7,7 +7,8 @@ its JSON-RPC method (``agent_budget_spend``, called by ``retrieval.entrypoints.m
 budget is keyed by the agent (the token's user), not by the token, so a second token or a second
 endpoint gives an agent no extra calls. A presented key that matches no active agent spends from
 its client address's budget instead (``failed_auth_spend``); past it, the answer is a 429 rather
-than a 401. Every refusal carries the seconds to wait (``Retry-After``).
+than a 401. Every refusal carries the seconds to wait (``Retry-After``) and is counted for
+Prometheus (``agentkb_budget_refusals_total`` by scope).
 
 How a call is counted: a sliding window, as DRF's own throttle counts (at most N accepted calls
 in any window of the rate's length; refused calls are not counted), but kept where every process
@@ -35,6 +36,8 @@ from django.conf import settings
 from django.core.cache import cache
 from rest_framework.settings import api_settings
 from rest_framework.throttling import BaseThrottle
+
+from observability.prometheus import budget_refusal_count
 
 logger = logging.getLogger(__name__)
 
@@ -157,7 +160,10 @@ def budget_spend(key: str, scope: str) -> float | None:
     if rate is None:
         return None
     wait = budget_window().spend(f"budget:{scope}:{key}", rate)
-    return None if wait is None else max(1.0, wait)
+    if wait is None:
+        return None
+    budget_refusal_count(scope)
+    return max(1.0, wait)
 
 
 # --- who spends ------------------------------------------------------------------------------------
@@ -220,7 +226,8 @@ class RefusedKeys:
             if left <= 0 or rate != rate_for(SCOPE):
                 del self._until[digest]
                 return None
-            return max(1.0, left)
+        budget_refusal_count(SCOPE)  # refused again, without spending: still a refusal
+        return max(1.0, left)
 
 
 refused_keys = RefusedKeys()
