@@ -97,6 +97,9 @@ TIMINGS = "timings"
 #: how the level was decided: {"rule": "model:<profile>" or "thresholds", "candidates": every
 #: candidate in ranked order with its doc_key, estimate, features, precise, via_l0}
 LEVELS = "levels"
+#: the call's own metadata_condition as applied ({"logical_operator", "conditions",
+#: "matching_documents"}: how many searchable documents of its domains passed); None without one
+METADATA_CONDITION = "metadata_condition"
 #: a failed lookup records only the query and this
 ERROR = "error"
 
@@ -134,6 +137,7 @@ LOOKUP_KEYS = (
     VECTOR_SEARCH,
     TIMINGS,
     LEVELS,
+    METADATA_CONDITION,
 )
 
 
@@ -173,6 +177,7 @@ class LookupRecord(TypedDict):
     vector_search: str
     timings: dict[str, float]
     levels: dict[str, Any]
+    metadata_condition: dict[str, Any] | None
 
 
 def lookup_details(**values: Any) -> LookupRecord:

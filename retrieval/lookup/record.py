@@ -13,6 +13,7 @@ from retrieval.lookup.answer import Answer
 from retrieval.lookup.candidates import ChunkCandidates
 from retrieval.lookup.clock import StageClock
 from retrieval.lookup.evidence import CandidateEvidence
+from retrieval.lookup.filtering import DocumentFilter
 from retrieval.lookup.marking import Marked
 from retrieval.lookup.normalisation import similarity_from_l2
 from retrieval.lookup.ranking import Candidate, Selection
@@ -86,12 +87,24 @@ class LookupTrace:
     """Every stage's output a call record is made of."""
 
     request: LookupRequest
+    filtered: DocumentFilter
     chunks: ChunkCandidates
     searchable: Searchable
     evidence: CandidateEvidence
     selection: Selection
     marked: Marked
     answer: Answer
+
+
+def condition_detail(request: LookupRequest, filtered: DocumentFilter) -> dict[str, Any] | None:
+    """The call's metadata condition as it was applied (the conditions in force, ignored ones left
+    out) and how many searchable documents of the call's domains passed it; None without one."""
+    if request.metadata_condition is None:
+        return None
+    return {
+        **request.metadata_condition.as_dict(),
+        "matching_documents": None if filtered.doc_keys is None else len(filtered.doc_keys),
+    }
 
 
 def lookup_record(trace: LookupTrace, timings: dict[str, float]) -> keys.LookupRecord:
@@ -139,5 +152,6 @@ def lookup_record(trace: LookupTrace, timings: dict[str, float]) -> keys.LookupR
             keys.VECTOR_SEARCH: "unavailable" if chunks.down else "ok",
             keys.TIMINGS: timings,
             keys.LEVELS: levels_detail(request, evidence.candidates),
+            keys.METADATA_CONDITION: condition_detail(request, trace.filtered),
         }
     )
