@@ -189,6 +189,19 @@ def test_over_rest_domains_and_a_condition_return_only_matching_documents_and_ar
 
 
 @pytest.mark.django_db
+def test_staff_see_the_condition_on_the_invocation_page(versioned_corpus, session_id, admin_client):
+    from django.urls import reverse
+
+    condition = _condition(("version", "≥", 3), ("product", "in", ["gateway", "portal"]))
+    _post(_client(), session_id, query="ERR_TIMEOUT", metadata_condition=condition)
+    invocation = ToolInvocation.objects.get(session_id=session_id)
+    page = admin_client.get(reverse("admin:observability_toolinvocation_change", args=[invocation.pk]))
+    assert page.status_code == 200
+    shown = page.content.decode().split('id="invocation-condition">', 1)[1].split("</dd>", 1)[0]
+    assert shown == "<code>version ≥ 3 and product in gateway, portal · 1 document passed</code>"
+
+
+@pytest.mark.django_db
 @pytest.mark.parametrize(
     ("condition", "field"),
     [
