@@ -273,6 +273,21 @@ def test_a_filtered_call_never_reads_an_unfiltered_calls_cached_hits_nor_the_rev
 
 
 @pytest.mark.django_db
+def test_a_metadata_edit_moves_a_document_in_or_out_of_the_next_filtered_call(versioned_corpus, session_id):
+    client = _client()
+    newer = _condition(("version", "≥", 3))
+    first = _post(client, f"{session_id}-a", query="ERR_TIMEOUT", metadata_condition=newer).json()
+    assert first["primary"]["docKey"] == V3
+    # Staff edit the front matter of both (save(): what the admin does): V2 becomes version 4.
+    for key, version in ((V2, 4), (V3, 1)):
+        document = ApiDocument.objects.get(doc_key=key)
+        document.metadata = {**document.metadata, "extra": {"version": version}}
+        document.save()
+    second = _post(client, f"{session_id}-b", query="ERR_TIMEOUT", metadata_condition=newer).json()
+    assert second["primary"]["docKey"] == V2 and V3 not in _returned(second)
+
+
+@pytest.mark.django_db
 def test_l1_search_keys_its_cache_on_the_documents_searched(versioned_corpus):
     signature = corpus_signature()
     everything = l1_search(query="连接池", top_k=3, signature=signature)
