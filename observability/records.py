@@ -91,7 +91,7 @@ L1_CACHED = "l1_cached"
 DEGRADED = "degraded"
 ACTION_MEMORY = "action_memory"
 VECTOR_SEARCH = "vector_search"
-#: milliseconds per step: tracker_ms, l0_ms, embed_ms, search_ms, lexical_ms, documents_ms,
+#: milliseconds per step: tracker_ms, filter_ms, l0_ms, embed_ms, search_ms, lexical_ms, documents_ms,
 #: content_ms, db_ms, total_ms
 TIMINGS = "timings"
 #: how the level was decided: {"rule": "model:<profile>" or "thresholds", "candidates": every

@@ -67,10 +67,12 @@ def levels_detail(request: LookupRequest, candidates: list[Candidate]) -> dict[s
 
 
 def stage_timings(clock: StageClock, chunks: ChunkCandidates, started: float) -> dict[str, float]:
-    """The seeds' timings: the memory read plus the mark as ``tracker_ms``; L1's own split of
-    embedding and search; ``db_ms`` everything between search and marking."""
+    """The seeds' timings: the memory read plus the mark as ``tracker_ms``; the call's metadata
+    condition as ``filter_ms``; L1's own split of embedding and search; ``db_ms`` everything
+    between search and marking."""
     return {
         "tracker_ms": clock.get("memory", "marking"),
+        "filter_ms": clock.get("filtering"),
         "l0_ms": clock.get("candidates:l0"),
         "embed_ms": chunks.embed_ms,
         "search_ms": chunks.search_ms,
