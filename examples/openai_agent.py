@@ -61,8 +61,8 @@ class AgentKB:
         return self._ok(self.http.get("/api/prompts/executor")).text
 
     def lookup(self, *, arguments: dict, session_id: str) -> dict:
-        # The model's arguments (query, and the optional domains / top_k) as it wrote them; the
-        # session in the header, set by this loop, never by the model.
+        # The model's arguments (query, and the optional domains / metadata_condition / top_k) as
+        # it wrote them; the session in the header, set by this loop, never by the model.
         response = self.http.post(
             "/api/tools/lookup_knowledge", json=arguments, headers={"X-Session-Id": session_id}
         )

@@ -128,15 +128,23 @@ def _quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def domain_filter(domain: str | Iterable[str] | None) -> str:
-    """The Milvus filter for one domain, a set of domains (an agent's scope), or none ("")."""
+def domain_filter(domain: str | Iterable[str] | None, doc_keys: Iterable[str] | None = None) -> str:
+    """The Milvus filter for one domain, a set of domains (an agent's scope), or none (""); and,
+    when ``doc_keys`` is given, only those documents (a call's metadata condition: an empty set
+    matches nothing)."""
     if domain is None:
-        return ""
-    if isinstance(domain, str):
-        return f"domain == {_quote(domain)}" if domain else ""
-    names = sorted(domain)
-    # An empty scope is "no domain": the filter matches nothing rather than everything.
-    return f"domain in [{', '.join(_quote(name) for name in names)}]" if names else 'domain == ""'
+        expr = ""
+    elif isinstance(domain, str):
+        expr = f"domain == {_quote(domain)}" if domain else ""
+    else:
+        names = sorted(domain)
+        # An empty scope is "no domain": the filter matches nothing rather than everything.
+        expr = f"domain in [{', '.join(_quote(name) for name in names)}]" if names else 'domain == ""'
+    if doc_keys is None:
+        return expr
+    keys = sorted(doc_keys)
+    only = f"doc_key in [{', '.join(_quote(key) for key in keys)}]" if keys else 'doc_key == ""'
+    return f"({expr}) and ({only})" if expr else only
 
 
 class VectorStore:
@@ -520,9 +528,11 @@ class VectorStore:
         top_k: int,
         domain: str | Iterable[str] | None = None,
         with_text: bool = False,
+        doc_keys: Iterable[str] | None = None,
     ) -> list[VectorHit]:
-        """Nearest chunks by squared L2 distance, closest first (of ``domain``: one, or a set);
-        ``with_text``: each hit carries its stored text (what lexical evidence reads)."""
+        """Nearest chunks by squared L2 distance, closest first (of ``domain``: one, or a set; of
+        ``doc_keys`` only, when given); ``with_text``: each hit carries its stored text (what
+        lexical evidence reads)."""
         self._ensure_loaded()
         kwargs: dict[str, Any] = {
             "data": [[float(x) for x in vector]],
@@ -530,7 +540,7 @@ class VectorStore:
             "output_fields": ["doc_key", "domain", "chunk_index", *([TEXT_FIELD] if with_text else [])],
             "search_params": {"metric_type": "L2"},
         }
-        if expr := domain_filter(domain):
+        if expr := domain_filter(domain, doc_keys):
             kwargs["filter"] = expr
         result = self._call("search", self.collection, **kwargs)
         hits = []
@@ -549,7 +559,12 @@ class VectorStore:
         return hits
 
     def bm25_search(
-        self, text: str, *, top_k: int, domain: str | Iterable[str] | None = None
+        self,
+        text: str,
+        *,
+        top_k: int,
+        domain: str | Iterable[str] | None = None,
+        doc_keys: Iterable[str] | None = None,
     ) -> list[tuple[VectorHit, float]]:
         """Milvus's BM25 alone on ``text``: (hit, BM25 score) pairs, best first; each hit's
         ``score`` is NaN (no vector was compared) and it carries its text. The BM25 score is
@@ -562,7 +577,7 @@ class VectorStore:
             "output_fields": ["doc_key", "domain", "chunk_index", TEXT_FIELD],
             "search_params": {"metric_type": "BM25"},
         }
-        if expr := domain_filter(domain):
+        if expr := domain_filter(domain, doc_keys):
             kwargs["filter"] = expr
         result = self._call("search", self.collection, **kwargs)
         found = []

@@ -91,12 +91,15 @@ L1_CACHED = "l1_cached"
 DEGRADED = "degraded"
 ACTION_MEMORY = "action_memory"
 VECTOR_SEARCH = "vector_search"
-#: milliseconds per step: tracker_ms, l0_ms, embed_ms, search_ms, lexical_ms, documents_ms,
+#: milliseconds per step: tracker_ms, filter_ms, l0_ms, embed_ms, search_ms, lexical_ms, documents_ms,
 #: content_ms, db_ms, total_ms
 TIMINGS = "timings"
 #: how the level was decided: {"rule": "model:<profile>" or "thresholds", "candidates": every
 #: candidate in ranked order with its doc_key, estimate, features, precise, via_l0}
 LEVELS = "levels"
+#: the call's own metadata_condition as applied ({"logical_operator", "conditions",
+#: "matching_documents"}: how many searchable documents of its domains passed); None without one
+METADATA_CONDITION = "metadata_condition"
 #: a failed lookup records only the query and this
 ERROR = "error"
 
@@ -134,6 +137,7 @@ LOOKUP_KEYS = (
     VECTOR_SEARCH,
     TIMINGS,
     LEVELS,
+    METADATA_CONDITION,
 )
 
 
@@ -173,6 +177,7 @@ class LookupRecord(TypedDict):
     vector_search: str
     timings: dict[str, float]
     levels: dict[str, Any]
+    metadata_condition: dict[str, Any] | None
 
 
 def lookup_details(**values: Any) -> LookupRecord:

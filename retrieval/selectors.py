@@ -18,6 +18,7 @@ from retrieval.agents.identity import Agent
 from retrieval.agents.scopes import MAX_FILTER_DOMAINS, memory_scoped
 from retrieval.agents.tracker import get_tracker
 from retrieval.lookup.inputs import MAX_TOP_K, session_id_clean
+from retrieval.lookup.metadata_conditions import OPERATORS
 from retrieval.recording import TOOL_NAME
 
 
@@ -25,6 +26,42 @@ def agent_session_retrievals_get(*, agent: Agent, session_id: str) -> dict[str, 
     """domain -> doc keys this agent's session already has, domains in first-retrieved order."""
     memory = get_tracker().snapshot(agent.memory_key(session_id_clean(session_id)))
     return memory_scoped(memory, agent.domains).domains
+
+
+def metadata_condition_schema(description: str) -> dict:
+    """The JSON schema of a call's ``metadata_condition`` (Dify's shape, as
+    ``retrieval.lookup.metadata_conditions`` parses it). Every nested property is required and
+    closed, so the schema also holds in the OpenAI API's strict mode; the lookup itself accepts
+    what Dify sends (``logical_operator`` left out means "and", a list of names)."""
+    return {
+        "type": "object",
+        "description": description,
+        "properties": {
+            "logical_operator": {"type": "string", "enum": ["and", "or"]},
+            "conditions": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string"},
+                        "comparison_operator": {"type": "string", "enum": list(OPERATORS)},
+                        "value": {
+                            "anyOf": [
+                                {"type": "string"},
+                                {"type": "number"},
+                                {"type": "array", "items": {"type": "string"}},
+                                {"type": "null"},
+                            ]
+                        },
+                    },
+                    "required": ["name", "comparison_operator", "value"],
+                    "additionalProperties": False,
+                },
+            },
+        },
+        "required": ["logical_operator", "conditions"],
+        "additionalProperties": False,
+    }
 
 
 def lookup_tool_definition(language: str | None = None) -> dict:
@@ -52,6 +89,7 @@ def lookup_tool_definition(language: str | None = None) -> dict:
                         "minItems": 1,
                         "maxItems": MAX_FILTER_DOMAINS,
                     },
+                    "metadata_condition": metadata_condition_schema(t("tool_metadata_condition", language)),
                     "top_k": {
                         "type": "integer",
                         "description": t("tool_top_k", language),

@@ -27,6 +27,7 @@ what the agent reads (``retrieval.lookup.presenter``), the one place a call is r
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +44,7 @@ from retrieval.lookup.inputs import (
     recorded_value,
     session_id_clean,
 )
+from retrieval.lookup.metadata_conditions import MetadataCondition, metadata_condition_clean
 from retrieval.lookup.pipeline import lookup_run
 from retrieval.recording import answered_call_record, failed_call_record, refused_call_record
 
@@ -79,14 +81,17 @@ def lookup_knowledge(
     domains: frozenset[str] | None = None,
     language: str | None = None,
     filter_domains: Any = None,
+    metadata_condition: Any = None,
     unknown_fields: tuple[str, ...] = (),
 ) -> LookupOutcome:
     """One lookup_knowledge call (see the module docstring). ``agent_id`` keys the session's action
     memory by agent (``retrieval.agents.identity``); ``domains`` limits what it sees (``retrieval.agents.scopes``);
     ``language``: the agent's (retrieval.agents.language.agent_language), None for the global
     AGENT_LANGUAGE. ``filter_domains``: the call's own ``domains`` filter, within ``domains``
-    (``call_domains_clean``); ``unknown_fields``: fields the caller sent that the tool does not
-    take, each refused by name."""
+    (``call_domains_clean``); ``metadata_condition``: the call's condition on document metadata,
+    in Dify's language (``retrieval.lookup.metadata_conditions``), applied before ranking on L0 and
+    L1; ``unknown_fields``: fields the caller sent that the tool does not take, each refused by
+    name."""
     started = time.perf_counter()
     request = {
         "query": recorded_value(query),
@@ -95,6 +100,8 @@ def lookup_knowledge(
     }
     if filter_domains is not None:
         request["domains"] = recorded_value(filter_domains)
+    if metadata_condition is not None:
+        request["metadata_condition"] = _recorded_condition(metadata_condition)
     if agent:
         request["agent"] = agent
     if source:
@@ -104,12 +111,13 @@ def lookup_knowledge(
     )
 
     try:
-        clean_query, clean_session, clean_top_k, domains = _input_clean(
+        clean_query, clean_session, clean_top_k, domains, condition = _input_clean(
             query=query,
             session_id=session_id,
             top_k=top_k,
             scope=domains,
             filter_domains=filter_domains,
+            metadata_condition=metadata_condition,
             unknown_fields=unknown_fields,
         )
     except ValidationError as exc:
@@ -134,6 +142,7 @@ def lookup_knowledge(
             started=started,
             domains=domains,
             language=agent_texts.language_or_default(language),
+            metadata_condition=condition,
         )
     except Exception as exc:
         if not dry_run:
@@ -160,10 +169,21 @@ def lookup_knowledge(
     return LookupOutcome(run.body, run.details, invocation.pk, run.status, invocation.public_id)
 
 
-def _input_clean(*, query, session_id, top_k, scope, filter_domains, unknown_fields):
-    """``(query, session, top_k, domains)`` cleaned; one ValidationError naming every field at fault."""
+def _recorded_condition(raw: Any) -> Any:
+    """The condition as the agent sent it, kept as JSON when it is small (staff read it)."""
+    try:
+        text = json.dumps(raw)
+    except (TypeError, ValueError):
+        return recorded_value(raw)
+    return raw if len(text) <= 4000 else recorded_value(text)
+
+
+def _input_clean(*, query, session_id, top_k, scope, filter_domains, metadata_condition, unknown_fields):
+    """``(query, session, top_k, domains, condition)`` cleaned; one ValidationError naming every
+    field at fault (a malformed condition names its sub-field: ``metadata_condition.conditions[0].value``)."""
     errors: dict[str, list[str]] = {
-        field: ["Unknown field: lookup_knowledge takes query, domains and top_k."] for field in unknown_fields
+        field: ["Unknown field: lookup_knowledge takes query, domains, metadata_condition and top_k."]
+        for field in unknown_fields
     }
     cleaned: tuple[str, str, int] = ("", "", 0)
     try:
@@ -174,9 +194,15 @@ def _input_clean(*, query, session_id, top_k, scope, filter_domains, unknown_fie
         scope = call_domains_clean(filter_domains, scope)
     except ValidationError as exc:
         errors.update(exc.message_dict)
+    condition: MetadataCondition | None = None
+    if metadata_condition is not None:
+        try:
+            condition = metadata_condition_clean(metadata_condition)
+        except ValidationError as exc:
+            errors.update(exc.message_dict)
     if errors:
         raise ValidationError(errors)
-    return (*cleaned, scope)
+    return (*cleaned, scope, condition)
 
 
 def agent_session_retrievals_clear(*, agent: Agent, session_id: str) -> None:

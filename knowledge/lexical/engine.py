@@ -72,10 +72,16 @@ class LexicalEngine(Protocol):
     def count(self, *, doc_key: str | None = None) -> int: ...
 
     def search(
-        self, tokens: Sequence[str], *, top_k: int, domain: str | Iterable[str] | None = None
+        self,
+        tokens: Sequence[str],
+        *,
+        top_k: int,
+        domain: str | Iterable[str] | None = None,
+        doc_keys: Iterable[str] | None = None,
     ) -> list[LexicalHit]:
-        """The ``top_k`` best chunks for analysed ``tokens`` by BM25, best first; ``domain`` as
-        ``knowledge.vectorstore.domain_filter`` reads it (one, a set, an empty set = nothing)."""
+        """The ``top_k`` best chunks for analysed ``tokens`` by BM25, best first; ``domain`` and
+        ``doc_keys`` as ``knowledge.vectorstore.domain_filter`` reads them (one, a set, an empty
+        set = nothing; ``doc_keys`` None: every document)."""
 
     def signature_problem(self) -> str:
         """Why the index must be rebuilt before it can be trusted ("" when it need not)."""

@@ -36,14 +36,19 @@ class MilvusBm25Engine:
         return self.store.count(doc_key=doc_key)
 
     def search(
-        self, tokens: Sequence[str], *, top_k: int, domain: str | Iterable[str] | None = None
+        self,
+        tokens: Sequence[str],
+        *,
+        top_k: int,
+        domain: str | Iterable[str] | None = None,
+        doc_keys: Iterable[str] | None = None,
     ) -> list[LexicalHit]:
         text = " ".join(dict.fromkeys(t for t in tokens if t))
         if not text or top_k <= 0 or not self.store.exists():
             return []
         return [
             LexicalHit(hit.chunk_id, hit.doc_key, hit.domain, hit.chunk_index, score, hit.text)
-            for hit, score in self.store.bm25_search(text, top_k=top_k, domain=domain)
+            for hit, score in self.store.bm25_search(text, top_k=top_k, domain=domain, doc_keys=doc_keys)
         ]
 
     def signature_problem(self) -> str:

@@ -309,11 +309,17 @@ class TantivyLexicalIndex:
         return index.searcher()
 
     def search(
-        self, tokens: Sequence[str], *, top_k: int, domain: str | Iterable[str] | None = None
+        self,
+        tokens: Sequence[str],
+        *,
+        top_k: int,
+        domain: str | Iterable[str] | None = None,
+        doc_keys: Iterable[str] | None = None,
     ) -> list[LexicalHit]:
         terms = list(dict.fromkeys(t for t in tokens if t))
         domains = _domains(domain)
-        if not terms or top_k <= 0 or domains == []:
+        documents = None if doc_keys is None else sorted(set(doc_keys))
+        if not terms or top_k <= 0 or domains == [] or documents == []:
             return []
         searcher = self._searcher()
         if searcher is None:
@@ -328,6 +334,11 @@ class TantivyLexicalIndex:
                 tantivy.Query.term_set_query(schema, "domain", domains), 0.0
             )
             query = tantivy.Query.boolean_query([(tantivy.Occur.Must, query), (tantivy.Occur.Must, only)])
+        if documents is not None:  # a call's metadata condition: only these documents
+            keep = tantivy.Query.const_score_query(
+                tantivy.Query.term_set_query(schema, "doc_key", documents), 0.0
+            )
+            query = tantivy.Query.boolean_query([(tantivy.Occur.Must, query), (tantivy.Occur.Must, keep)])
         try:
             result = searcher.search(query, limit=top_k, count=False)
             hits = []

@@ -11,7 +11,7 @@ from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
-from django.utils.translation import gettext
+from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
 from config.credentials import mask_credentials
@@ -265,6 +265,7 @@ class ToolInvocationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
                 my_feedback=obj.feedback.filter(user=request.user).first(),
                 feedback_url=reverse("admin:observability_toolinvocation_feedback", args=[obj.pk]),
                 query_text=display_text(request_query(obj.request)),
+                condition_text=condition_text(details),
             )
         return super().change_view(request, object_id, form_url, extra_context)
 
@@ -397,6 +398,36 @@ def level_badge(obj: ToolInvocation) -> str:
     if obj.status == ToolInvocation.Status.ERROR:
         return format_html('<span class="okb-muted">{}</span>', gettext("error"))
     return format_html('<span class="okb-level okb-level-none">{}</span>', gettext("not found"))
+
+
+def _condition_value(value) -> str:
+    # Numbers are parsed to floats: 3.0 reads as the 3 the agent sent.
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+
+
+def condition_text(details: dict) -> str:
+    """The call's metadata condition in one line ("version ≥ 3 and status empty · 4 documents
+    passed"); "" when the call set none."""
+    condition = details.get("metadata_condition")
+    if not isinstance(condition, dict):
+        return ""
+    parts = []
+    for item in condition.get("conditions") or []:
+        if not isinstance(item, dict):
+            continue
+        names = item.get("name")
+        name = "/".join(str(n) for n in names) if isinstance(names, list) else str(names)
+        value = item.get("value")
+        values = value if isinstance(value, list) else [] if value is None else [value]
+        shown = ", ".join(_condition_value(v) for v in values)
+        parts.append(" ".join(p for p in (name, str(item.get("comparison_operator") or ""), shown) if p))
+    text = f" {condition.get('logical_operator') or 'and'} ".join(parts) or gettext("no condition in force")
+    passed = condition.get("matching_documents")
+    if isinstance(passed, int):
+        text += " · " + ngettext("%(count)d document passed", "%(count)d documents passed", passed) % {
+            "count": passed
+        }
+    return text
 
 
 def _l1_rows(details: dict) -> list[dict]:

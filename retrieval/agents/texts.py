@@ -54,6 +54,12 @@ TEXTS: dict[str, dict[str, str]] = {
         "tool_query": "要检索的问题或关键词，例如 “数据库连接池配置” 或 “ERR_TIMEOUT”。",
         "tool_top_k": "可选：语义检索取回的文本块数量。",
         "tool_domains": "可选：只在这些知识域中检索（域 ID，见知识地图）；不填则检索全部可用的域。",
+        "tool_metadata_condition": (
+            "可选：只检索元数据满足这些条件的文档（Dify 的 metadata_condition 格式）。name 可以是 domain、title、"
+            "keywords、doc_key、document_name、upload_date、last_update_date，或文档 front matter 中的字段"
+            "（如 version）；日期用 before / after 比较，数字用 = ≠ > < ≥ ≤。例如："
+            '{"logical_operator": "and", "conditions": [{"name": "version", "comparison_operator": "≥", "value": 3}]}'
+        ),
         "mcp_session_id": (
             "可选，默认是本次 MCP 会话。分开的多次客户端运行传入同一个值，才能保留行动记忆（已获取的文档不再返回）。"
         ),
@@ -114,6 +120,13 @@ TEXTS: dict[str, dict[str, str]] = {
         "tool_domains": (
             "Optional: search only these knowledge domains (domain ids, as the knowledge map lists "
             "them); leave it out to search every domain available."
+        ),
+        "tool_metadata_condition": (
+            "Optional: search only documents whose metadata meet these conditions (Dify's "
+            "metadata_condition). name is domain, title, keywords, doc_key, document_name, upload_date, "
+            "last_update_date or a field of the document's front matter (e.g. version); dates compare "
+            "with before / after, numbers with = ≠ > < ≥ ≤. Example: "
+            '{"logical_operator": "and", "conditions": [{"name": "version", "comparison_operator": "≥", "value": 3}]}'
         ),
         "mcp_session_id": (
             "Optional; defaults to this MCP session. Pass the same value from separate client runs to keep "

@@ -28,14 +28,14 @@ from knowledge.selectors import documents_searchable
 from knowledge.vectorstore import VectorStoreError
 from observability.models import ToolInvocation
 from retrieval.agents.texts import echoed
-from retrieval.entrypoints.dify_conditions import (
+from retrieval.lookup.corpus import corpus_signature
+from retrieval.lookup.inputs import ONLY_INVISIBLE, invisible_only, unicode_problem
+from retrieval.lookup.metadata_conditions import (
     ConditionError,
     MetadataCondition,
     keywords_of,
     metadata_condition_clean,
 )
-from retrieval.lookup.corpus import corpus_signature
-from retrieval.lookup.inputs import ONLY_INVISIBLE, invisible_only, unicode_problem
 from retrieval.lookup.normalisation import similarity_from_l2
 from retrieval.lookup.thresholds import current_thresholds
 from retrieval.lookup.vector_search import l1_search

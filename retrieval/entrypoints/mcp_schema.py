@@ -12,7 +12,7 @@ stays optional over MCP (the MCP session is the default) and says so.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import WithJsonSchema
 
@@ -36,7 +36,7 @@ def lookup_input_properties(language: str | None = None) -> dict[str, dict]:
 
 def lookup_arguments(language: str | None = None) -> Callable:
     """A decorator giving a tool function ``(query, ctx, session_id=None, top_k=None,
-    domains=None)`` the REST schema of its arguments (replacing their annotations, which may be
+    domains=None, metadata_condition=None)`` the REST schema of its arguments (replacing their annotations, which may be
     strings). ``session_id`` is then taken out of the advertised schema
     (``mcp_server.hide_session_argument``)."""
     properties = lookup_input_properties(language)
@@ -47,6 +47,8 @@ def lookup_arguments(language: str | None = None) -> Callable:
             session_id=Annotated[str | None, WithJsonSchema(properties["session_id"])],
             top_k=Annotated[int | None, WithJsonSchema(properties["top_k"])],
             domains=Annotated[list[str] | None, WithJsonSchema(properties["domains"])],
+            # Any: the lookup parses it and names the sub-field at fault, and records the refusal.
+            metadata_condition=Annotated[Any, WithJsonSchema(properties["metadata_condition"])],
         )
         return fn
 

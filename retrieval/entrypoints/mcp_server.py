@@ -191,6 +191,7 @@ def build_server(*, agent: str | None = None) -> FastMCP:
         session_id: str | None = None,
         top_k: int | None = None,
         domains: list[str] | None = None,
+        metadata_condition: dict | None = None,
     ) -> str:
         """Look up the knowledge base; documents this session already has are withheld."""
         session = session_id if session_id is not None else mcp_session_id(ctx)
@@ -207,6 +208,7 @@ def build_server(*, agent: str | None = None) -> FastMCP:
                 agent_id=caller.id,
                 domains=caller.domains,
                 filter_domains=domains,
+                metadata_condition=metadata_condition,
             )
         except ValidationError as exc:
             raise ToolError(_field_errors(exc)) from None

@@ -29,7 +29,7 @@ INVOCATION_HEADER = "X-Invocation-Id"
 #: session lives in the context holder, not in the tool's arguments).
 SESSION_HEADER = "X-Session-Id"
 #: What a lookup's body may hold; ``session_id`` is for callers that cannot set the header.
-LOOKUP_FIELDS = frozenset({"query", "session_id", "top_k", "domains"})
+LOOKUP_FIELDS = frozenset({"query", "session_id", "top_k", "domains", "metadata_condition"})
 
 
 class ActionMemoryUnavailable(APIException):
@@ -60,6 +60,7 @@ class LookupKnowledgeApi(APIView):
             domains=agent.domains,
             language=agent.language_in_force,
             filter_domains=data.get("domains"),
+            metadata_condition=data.get("metadata_condition"),
             unknown_fields=tuple(sorted(str(key)[:64] for key in data if key not in LOOKUP_FIELDS)),
         )
         response = Response(outcome.body)

@@ -25,6 +25,13 @@ class LookupRequestSerializer(serializers.Serializer):
         help_text="Search only these domains (within the agent's scope). A domain the agent cannot "
         "search is a 400 naming it.",
     )
+    metadata_condition = serializers.JSONField(
+        required=False,
+        help_text="Search only documents whose metadata meet these conditions, in Dify's "
+        'metadata_condition shape: {"logical_operator": "and" | "or", "conditions": [{"name", '
+        '"comparison_operator", "value"}]}. Applied before ranking, on keyword and vector matches '
+        "alike; a malformed condition is a 400 naming the sub-field.",
+    )
     top_k = serializers.IntegerField(
         required=False, min_value=1, max_value=MAX_TOP_K, help_text="Chunks fetched from Milvus."
     )

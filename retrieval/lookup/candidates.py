@@ -1,7 +1,8 @@
 """Stage "candidates": what L0 (the keyword index) and L1 (chunk search in Milvus) find.
 
 L0 sees every searchable document's keywords, aliases and title; L1 the ``top_k`` best chunks,
-within the agent's domains. When vector search is down (Milvus or the embedder), L1 finds nothing
+within the agent's domains and of the documents the call's metadata condition lets through
+(``filtering``: searched inside Milvus and the lexical engine, so ``top_k`` are all eligible). When vector search is down (Milvus or the embedder), L1 finds nothing
 and says why (``degraded``): the lookup still answers from L0, with status DEGRADED.
 """
 
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from knowledge.embeddings import EmbeddingError
 from knowledge.vectorstore import VectorStoreError
 from retrieval.lookup.corpus import corpus_signature
+from retrieval.lookup.filtering import DocumentFilter
 from retrieval.lookup.keyword_index import L0Match, keyword_index_get
 from retrieval.lookup.request import LookupRequest
 from retrieval.lookup.search import ChunkHit
@@ -54,12 +56,18 @@ def keyword_candidates(request: LookupRequest) -> KeywordCandidates:
     return KeywordCandidates(signature, keyword_index_get(signature=signature).match(request.query))
 
 
-def chunk_candidates(request: LookupRequest, keyword: KeywordCandidates) -> ChunkCandidates:
+def chunk_candidates(
+    request: LookupRequest, keyword: KeywordCandidates, filtered: DocumentFilter
+) -> ChunkCandidates:
     """L1 times its own embedding and search (``embed_ms``, ``search_ms``): a cached query costs
     neither."""
     try:
         l1 = l1_search(
-            query=request.query, top_k=request.top_k, signature=keyword.signature, domain=request.domains
+            query=request.query,
+            top_k=request.top_k,
+            signature=keyword.signature,
+            domain=request.domains,
+            doc_keys=filtered.doc_keys,
         )
     except (EmbeddingError, VectorStoreError) as exc:
         logger.warning("lookup without vector search: %s", exc)

@@ -20,8 +20,10 @@ from retrieval.lookup.answer import answer_build
 from retrieval.lookup.candidates import chunk_candidates, keyword_candidates
 from retrieval.lookup.clock import StageClock
 from retrieval.lookup.evidence import evidence_weigh
+from retrieval.lookup.filtering import documents_filter
 from retrieval.lookup.marking import session_mark
 from retrieval.lookup.memory import memory_read
+from retrieval.lookup.metadata_conditions import MetadataCondition
 from retrieval.lookup.ranking import DOMAIN_DEDUP_MODES
 from retrieval.lookup.record import LookupTrace, lookup_record, stage_timings
 from retrieval.lookup.request import LookupRequest
@@ -55,28 +57,37 @@ def lookup_run(
     started: float,
     domains: frozenset[str] | None = None,
     language: str = "zh",
+    metadata_condition: MetadataCondition | None = None,
 ) -> LookupRun:
     """``session_id`` is the action-memory key (already scoped by agent); ``domains`` the
-    agent's allowed domains (None: every domain); ``language`` the agent-facing one."""
-    request = lookup_request(query, session_id, top_k, dry_run, domains, language)
+    domains this call searches (the agent's scope, narrowed by the call's filter; None: every
+    domain); ``language`` the agent-facing one; ``metadata_condition`` the call's own (None: none)."""
+    request = lookup_request(query, session_id, top_k, dry_run, domains, language, metadata_condition)
     clock = StageClock()
     with clock.lookup():
         memory = clock.run("memory", memory_read, request)
+        filtered = clock.run("filtering", documents_filter, request)
         keyword = clock.run("candidates:l0", keyword_candidates, request)
-        chunks = clock.run("candidates:l1", chunk_candidates, request, keyword)
-        searchable = clock.run("searchable", searchable_select, request, keyword, chunks)
+        chunks = clock.run("candidates:l1", chunk_candidates, request, keyword, filtered)
+        searchable = clock.run("searchable", searchable_select, request, keyword, chunks, filtered)
         evidence = clock.run("evidence", evidence_weigh, request, searchable)
         selection = clock.run("selection", selection_make, request, evidence, memory)
         content = clock.run("content", content_build, request, selection, searchable, memory)
         marked = clock.run("marking", session_mark, request, memory, selection, content)
         answer = clock.run("answer", answer_build, request, selection, content.items, memory, marked, chunks)
-    trace = LookupTrace(request, chunks, searchable, evidence, selection, marked, answer)
+    trace = LookupTrace(request, filtered, chunks, searchable, evidence, selection, marked, answer)
     details = lookup_record(trace, stage_timings(clock, chunks, started))
     return LookupRun(answer.body, dict(details), answer.status)
 
 
 def lookup_request(
-    query: str, session_id: str, top_k: int, dry_run: bool, domains: frozenset[str] | None, language: str
+    query: str,
+    session_id: str,
+    top_k: int,
+    dry_run: bool,
+    domains: frozenset[str] | None,
+    language: str,
+    metadata_condition: MetadataCondition | None = None,
 ) -> LookupRequest:
     return LookupRequest(
         query=query,
@@ -90,4 +101,5 @@ def lookup_request(
         max_supplement=settings.RETRIEVAL_MAX_SUPPLEMENT,
         content_max_chars=settings.RETRIEVAL_CONTENT_MAX_CHARS,
         level_model=current_level_model(),
+        metadata_condition=metadata_condition,
     )

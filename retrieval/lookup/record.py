@@ -13,6 +13,7 @@ from retrieval.lookup.answer import Answer
 from retrieval.lookup.candidates import ChunkCandidates
 from retrieval.lookup.clock import StageClock
 from retrieval.lookup.evidence import CandidateEvidence
+from retrieval.lookup.filtering import DocumentFilter
 from retrieval.lookup.marking import Marked
 from retrieval.lookup.normalisation import similarity_from_l2
 from retrieval.lookup.ranking import Candidate, Selection
@@ -66,10 +67,12 @@ def levels_detail(request: LookupRequest, candidates: list[Candidate]) -> dict[s
 
 
 def stage_timings(clock: StageClock, chunks: ChunkCandidates, started: float) -> dict[str, float]:
-    """The seeds' timings: the memory read plus the mark as ``tracker_ms``; L1's own split of
-    embedding and search; ``db_ms`` everything between search and marking."""
+    """The seeds' timings: the memory read plus the mark as ``tracker_ms``; the call's metadata
+    condition as ``filter_ms``; L1's own split of embedding and search; ``db_ms`` everything
+    between search and marking."""
     return {
         "tracker_ms": clock.get("memory", "marking"),
+        "filter_ms": clock.get("filtering"),
         "l0_ms": clock.get("candidates:l0"),
         "embed_ms": chunks.embed_ms,
         "search_ms": chunks.search_ms,
@@ -86,12 +89,24 @@ class LookupTrace:
     """Every stage's output a call record is made of."""
 
     request: LookupRequest
+    filtered: DocumentFilter
     chunks: ChunkCandidates
     searchable: Searchable
     evidence: CandidateEvidence
     selection: Selection
     marked: Marked
     answer: Answer
+
+
+def condition_detail(request: LookupRequest, filtered: DocumentFilter) -> dict[str, Any] | None:
+    """The call's metadata condition as it was applied (the conditions in force, ignored ones left
+    out) and how many searchable documents of the call's domains passed it; None without one."""
+    if request.metadata_condition is None:
+        return None
+    return {
+        **request.metadata_condition.as_dict(),
+        "matching_documents": None if filtered.doc_keys is None else len(filtered.doc_keys),
+    }
 
 
 def lookup_record(trace: LookupTrace, timings: dict[str, float]) -> keys.LookupRecord:
@@ -139,5 +154,6 @@ def lookup_record(trace: LookupTrace, timings: dict[str, float]) -> keys.LookupR
             keys.VECTOR_SEARCH: "unavailable" if chunks.down else "ok",
             keys.TIMINGS: timings,
             keys.LEVELS: levels_detail(request, evidence.candidates),
+            keys.METADATA_CONDITION: condition_detail(request, trace.filtered),
         }
     )

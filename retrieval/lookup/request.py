@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from retrieval.lookup.level_model import LevelModel
+from retrieval.lookup.metadata_conditions import MetadataCondition
 from retrieval.lookup.thresholds import Thresholds
 
 
@@ -28,3 +29,5 @@ class LookupRequest:
     content_max_chars: int
     #: RETRIEVAL_LEVELS=model and the embedding model has a level profile; None: the seeds' rule
     level_model: LevelModel | None = None
+    #: the call's own metadata condition (Dify's language); None: the call set none
+    metadata_condition: MetadataCondition | None = None

@@ -1,4 +1,5 @@
-"""The one seam every chunk search sits behind: ``ChunkSearch.search(query, top_k, domains)``.
+"""The one seam every chunk search sits behind: ``ChunkSearch.search(query, top_k, domains,
+doc_keys)`` (``doc_keys``: only these documents, a call's metadata condition; None: every one).
 
 L1 asks one ``ChunkSearch`` for the best chunks of a query; which one depends on the mode
 (``RETRIEVAL_L1_MODE``): the dense vector alone (``DenseSearch``) or hybrid search
@@ -52,7 +53,12 @@ class ChunkSearch(Protocol):
         ...
 
     def search(
-        self, query: SearchQuery, *, top_k: int, domains: str | frozenset[str] | None
+        self,
+        query: SearchQuery,
+        *,
+        top_k: int,
+        domains: str | frozenset[str] | None,
+        doc_keys: frozenset[str] | None = None,
     ) -> tuple[ChunkHit, ...]: ...
 
 
@@ -62,9 +68,14 @@ class DenseSearch:
     mode: str = "dense"
 
     def search(
-        self, query: SearchQuery, *, top_k: int, domains: str | frozenset[str] | None
+        self,
+        query: SearchQuery,
+        *,
+        top_k: int,
+        domains: str | frozenset[str] | None,
+        doc_keys: frozenset[str] | None = None,
     ) -> tuple[ChunkHit, ...]:
-        return tuple(self.store.search(query.embed(), top_k=top_k, domain=domains))
+        return tuple(self.store.search(query.embed(), top_k=top_k, domain=domains, doc_keys=doc_keys))
 
 
 @dataclass(frozen=True)
@@ -86,15 +97,26 @@ class FusedSearch:
         return f"hybrid:{self.ranker}"
 
     def search(
-        self, query: SearchQuery, *, top_k: int, domains: str | frozenset[str] | None
+        self,
+        query: SearchQuery,
+        *,
+        top_k: int,
+        domains: str | frozenset[str] | None,
+        doc_keys: frozenset[str] | None = None,
     ) -> tuple[ChunkHit, ...]:
         if not query.lexical_tokens:
-            return tuple(self.store.search(query.embed(), top_k=top_k, domain=domains, with_text=True))
+            return tuple(
+                self.store.search(
+                    query.embed(), top_k=top_k, domain=domains, with_text=True, doc_keys=doc_keys
+                )
+            )
         # BM25, and the stored vectors of its hits, while the query is embedded: neither needs the
         # vector, so a chunk only BM25 finds costs no round trip after the dense search.
-        lexical_job = _background.submit(self._lexical_with_vectors, query.lexical_tokens, top_k, domains)
+        lexical_job = _background.submit(
+            self._lexical_with_vectors, query.lexical_tokens, top_k, domains, doc_keys
+        )
         vector = query.embed()
-        dense = self.store.search(vector, top_k=top_k, domain=domains, with_text=True)
+        dense = self.store.search(vector, top_k=top_k, domain=domains, with_text=True, doc_keys=doc_keys)
         lexical, stored = lexical_job.result()
         order = rankings_fuse(
             [Ranked(h.chunk_id, h.l2_distance) for h in dense],
@@ -107,9 +129,13 @@ class FusedSearch:
         return self._hits(order, dense, lexical, stored, vector)
 
     def _lexical_with_vectors(
-        self, tokens: tuple[str, ...], top_k: int, domains: str | frozenset[str] | None
+        self,
+        tokens: tuple[str, ...],
+        top_k: int,
+        domains: str | frozenset[str] | None,
+        doc_keys: frozenset[str] | None,
     ) -> tuple[list[LexicalHit], dict[str, list[float]]]:
-        lexical = self.lexical.search(tokens, top_k=top_k, domain=domains)
+        lexical = self.lexical.search(tokens, top_k=top_k, domain=domains, doc_keys=doc_keys)
         return lexical, (self.store.vectors([h.chunk_id for h in lexical]) if lexical else {})
 
     @staticmethod

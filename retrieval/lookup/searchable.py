@@ -1,5 +1,5 @@
 """Stage "searchable documents": of what L0 and L1 found, only documents with an indexed version,
-within the agent's domains, count. The database is the truth: Milvus may briefly hold vectors of
+within the agent's domains and passing the call's metadata condition (``filtering``), count. The database is the truth: Milvus may briefly hold vectors of
 a deleted document, and a document being re-indexed still answers at its previous version."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from django.db.models.functions import Length
 from knowledge.selectors import documents_searchable
 from retrieval.agents.scopes import domain_allowed
 from retrieval.lookup.candidates import ChunkCandidates, KeywordCandidates
+from retrieval.lookup.filtering import DocumentFilter
 from retrieval.lookup.keyword_index import L0Match
 from retrieval.lookup.request import LookupRequest
 from retrieval.lookup.results import DocumentRow
@@ -34,9 +35,11 @@ class Searchable:
 
 
 def searchable_select(
-    request: LookupRequest, keyword: KeywordCandidates, chunks: ChunkCandidates
+    request: LookupRequest, keyword: KeywordCandidates, chunks: ChunkCandidates, filtered: DocumentFilter
 ) -> Searchable:
-    considered = keyword.matches[:L0_CANDIDATES]
+    # The condition first: a match it excludes must not take one of the L0_CANDIDATES places.
+    matches = [m for m in keyword.matches if filtered.allows(m.doc_key)]
+    considered = matches[:L0_CANDIDATES]
     wanted = {m.doc_key for m in considered} | {h.doc_key for h in chunks.hits}
     # Searchable = has an indexed version; SQLite finds these by the doc_key index (the status
     # index made it walk every indexed document).
@@ -56,12 +59,12 @@ def searchable_select(
             content_len=row["content_len"],
         )
         for row in rows
-        if domain_allowed(row["domain"], request.domains)
+        if domain_allowed(row["domain"], request.domains) and filtered.allows(row["doc_key"])
     }
     l0 = [m for m in considered if m.doc_key in documents]
     return Searchable(
         documents=documents,
         l0=l0,
-        l0_match_count=len(l0) + max(0, len(keyword.matches) - L0_CANDIDATES),
+        l0_match_count=len(l0) + max(0, len(matches) - L0_CANDIDATES),
         hits=[h for h in chunks.hits if h.doc_key in documents],
     )

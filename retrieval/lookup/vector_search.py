@@ -12,7 +12,8 @@ Two small per-process caches, because agents repeat themselves (segmented LRUs: 
 queries from one agent cannot evict what the others ask again, ``retrieval.lookup.caches``):
 - query vectors, keyed by (embedding model, query text): a repeated query is not embedded again;
 - search hits, keyed by (Milvus URI and collection, model, L1 mode, lexical engine and fusion, query, top_k,
-  domain, corpus signature): a
+  domain, the documents a metadata condition let through, corpus signature): a filtered call never
+  reads an unfiltered call's hits, nor the reverse, nor another condition's; a
   repeated query is not searched again while the corpus is unchanged. The corpus signature
   (``retrieval.lookup.corpus``) moves on every upload, re-index and delete, so a cached result never
   outlives the documents it was computed on by more than ``RETRIEVAL_INDEX_REFRESH_MS``.
@@ -42,6 +43,11 @@ from retrieval.lookup.search import ChunkHit, ChunkSearch, DenseSearch, FusedSea
 
 _vectors = LRUCache()
 _hits = LRUCache()
+#: A metadata condition's documents are searched inside Milvus and the lexical engine (``doc_key
+#: in [...]``) up to this many; beyond it the expression would be huge, so L1 fetches
+#: ``CONDITION_FETCH_FACTOR`` times ``top_k`` within the domains and keeps the documents' hits.
+DOC_KEYS_IN_SEARCH_MAX = 1000
+CONDITION_FETCH_FACTOR = 4
 
 
 @dataclass(frozen=True)
@@ -99,11 +105,18 @@ def lexical_engine_in_force(mode: str) -> str | None:
 
 
 def l1_search(
-    *, query: str, top_k: int, signature: Hashable, domain: str | frozenset[str] | None = None
+    *,
+    query: str,
+    top_k: int,
+    signature: Hashable,
+    domain: str | frozenset[str] | None = None,
+    doc_keys: frozenset[str] | None = None,
 ) -> L1Result:
     """The ``top_k`` best chunks for ``query``, of ``domain`` when given: one domain (Dify's
     dataset) or a set (a scoped agent's domains, filtered inside Milvus so a small scope among large
-    domains still gets ``top_k`` candidates). Raises EmbeddingError / VectorStoreError."""
+    domains still gets ``top_k`` candidates); of ``doc_keys`` only when given (the documents a
+    call's metadata condition lets through; empty: nothing is searched). Raises EmbeddingError /
+    VectorStoreError."""
     embedder = get_embedder()
     store = get_vector_store()
     mode = l1_mode()
@@ -119,6 +132,7 @@ def l1_search(
         query,
         top_k,
         domain,
+        doc_keys,
         signature,
     )
     cached = _hits.get(cache_key)
@@ -137,8 +151,20 @@ def l1_search(
     # The query's key terms (question words out), cut by the analyser the index was cut with.
     tokens = query_tokens(bm25_query_text(query)) if mode != "dense" else ()
     search = chunk_search_for(store, mode)
+    # Too many documents for the search's own filter: kept here, from a larger fetch.
+    kept_here = doc_keys if doc_keys is not None and len(doc_keys) > DOC_KEYS_IN_SEARCH_MAX else None
     try:
-        hits = search.search(SearchQuery(query, embed, tokens), top_k=top_k, domains=domain)
+        if doc_keys is not None and not doc_keys:
+            hits: tuple[ChunkHit, ...] = ()  # no document passes the condition: nothing to search
+        elif kept_here is None:
+            hits = search.search(
+                SearchQuery(query, embed, tokens), top_k=top_k, domains=domain, doc_keys=doc_keys
+            )
+        else:
+            fetched = search.search(
+                SearchQuery(query, embed, tokens), top_k=top_k * CONDITION_FETCH_FACTOR, domains=domain
+            )
+            hits = tuple(h for h in fetched if h.doc_key in kept_here)[:top_k]
     except VectorStoreError:
         # No collection yet means nothing was ever indexed: an empty result, not an outage.
         if not store.exists():

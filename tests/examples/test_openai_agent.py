@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from knowledge.models import ApiDocument
 from observability.models import ToolInvocation
 from retrieval.agents.tokens import tool_token_issue
 from retrieval.selectors import executor_prompt_get, lookup_tool_definition
@@ -88,6 +89,52 @@ def test_a_model_that_keeps_looking_up_ends_with_no_document_fetched_twice(
     # The loop stopped on a lookup that only found documents handed over before
     assert invocations.last().relevance_level == "DEDUPED"
     assert invocations.last().retrieval_details["returned_doc_keys"] == []
+
+
+def test_the_models_domains_and_metadata_condition_reach_the_lookup(corpus, live_server, fake_openai):
+    seed_documents(corpus)
+    pool = ApiDocument.objects.get(doc_key="infrastructure/mysql-pool.md")
+    ApiDocument.objects.filter(pk=pool.pk).update(metadata={**pool.metadata, "extra": {"status": "archived"}})
+    token = tool_token_issue(name="filtering-agent")
+    not_archived = {
+        "logical_operator": "and",
+        "conditions": [{"name": "status", "comparison_operator": "empty", "value": None}],
+    }
+    arguments = [
+        # The schema the loop hands the model offers both filters; the model fills them.
+        {"query": "数据库连接池配置", "domains": ["infrastructure"], "metadata_condition": not_archived},
+        {"query": "数据库连接池配置", "metadata_condition": {"conditions": [{"name": "status"}]}},
+    ]
+    fake_openai.responder = lambda body: Reply(
+        tool_calls=[tool_call("lookup_knowledge", arguments.pop(0))] if arguments else None,
+        content=None if arguments else "done",
+    )
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "AGENTKB_URL": live_server.url,
+        "AGENTKB_TOKEN": token.key,
+        "OPENAI_BASE_URL": fake_openai.base_url,
+        "OPENAI_API_KEY": "test-key",
+        "OPENAI_MODEL": "fake-model",
+    }
+    result = subprocess.run(
+        [sys.executable, "examples/openai_agent.py", "数据库连接池怎么配置？", "--max-turns", "5"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    requests = fake_openai.chat_requests()
+    parameters = requests[0].body["tools"][0]["function"]["parameters"]
+    assert "metadata_condition" in parameters["properties"] and parameters["required"] == ["query"]
+    summary = json.loads(result.stderr.strip().splitlines()[-1])
+    assert summary["documents"] and "infrastructure/mysql-pool.md" not in summary["documents"]
+    assert all(key.startswith("infrastructure/") for key in summary["documents"])
+    # The malformed condition came back to the model as an error naming its field.
+    tool_messages = [m for m in requests[-1].body["messages"] if m["role"] == "tool"]
+    assert "metadata_condition.conditions[0].comparison_operator" in tool_messages[-1]["content"]
 
 
 def test_without_a_token_the_script_says_what_is_missing():

@@ -36,6 +36,9 @@ def test_the_milvus_engine_searches_the_rows_text_by_bm25_with_the_domain_filter
     assert {h.doc_key for h in hits} == {"pay.md", "api.md"}
     assert {h.doc_key for h in lexical_search(query_tokens("超时"), top_k=10, domain="api")} == {"api.md"}
     assert lexical_search(query_tokens("超时"), top_k=10, domain=set()) == []
+    only = milvus_engine.search(query_tokens("超时 订单"), top_k=10, doc_keys={"api.md"})
+    assert {h.doc_key for h in only} == {"api.md"}
+    assert milvus_engine.search(query_tokens("超时"), top_k=10, doc_keys=set()) == []
     assert milvus_engine.count() == milvus_engine.count(doc_key="pay.md") + 1
 
     call_command("check_index")

@@ -84,6 +84,22 @@ def test_the_domain_filter_reads_like_the_vector_filter_and_leaves_scores_alone(
     assert len(index.search(["订单"], top_k=2)) == 2
 
 
+def test_the_doc_keys_filter_keeps_only_those_documents_with_their_scores(index):
+    index.documents_replace(
+        {
+            "a.md": [chunk("a.md", 0, "订单 超时 重试", domain="payment")],
+            "b.md": [chunk("b.md", 0, "订单 超时", domain="api")],
+            "c.md": [chunk("c.md", 0, "订单 查询", domain="ops")],
+        }
+    )
+    everything = {h.chunk_id: h.score for h in index.search(["订单", "超时"], top_k=10)}
+    only = index.search(["订单", "超时"], top_k=10, doc_keys={"b.md", "c.md"})
+    assert {h.chunk_id: h.score for h in only} == {k: everything[k] for k in ("b.md#0", "c.md#0")}
+    both = index.search(["订单"], top_k=10, domain={"payment", "api"}, doc_keys={"b.md", "c.md"})
+    assert [h.chunk_id for h in both] == ["b.md#0"]
+    assert index.search(["订单"], top_k=10, doc_keys=set()) == []  # no document passes: nothing
+
+
 def test_nothing_written_yet_is_an_empty_index_that_is_not_created_by_reading(index):
     assert index.search(["订单"], top_k=5) == [] and index.entries() == [] and index.count() == 0
     assert not index.path.exists()

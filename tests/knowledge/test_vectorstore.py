@@ -60,6 +60,23 @@ def test_domain_filter(vector_store):
     assert [h.doc_key for h in hits] == ["p.md"]
 
 
+def test_the_doc_keys_filter_holds_with_and_without_a_domain(vector_store):
+    vector_store.ensure_collection(dim=4, model_name="test")
+    vector_store.upsert(
+        [
+            _row("a.md", 0, _unit([1, 0, 0, 0]), "infra"),
+            _row("b.md", 0, _unit([1, 0.1, 0, 0]), "infra"),
+            _row('odd "q.md', 0, _unit([1, 0.2, 0, 0]), "payments"),
+        ]
+    )
+    query = _unit([1, 0, 0, 0])
+    assert [h.doc_key for h in vector_store.search(query, top_k=1, doc_keys={"b.md"})] == ["b.md"]
+    found = vector_store.search(query, top_k=5, domain={"infra"}, doc_keys={"b.md", 'odd "q.md'})
+    assert [h.doc_key for h in found] == ["b.md"]
+    assert [h.doc_key for h in vector_store.search(query, top_k=5, doc_keys={'odd "q.md'})] == ['odd "q.md']
+    assert vector_store.search(query, top_k=5, doc_keys=set()) == []
+
+
 def test_keys_with_quotes_are_safe_in_filters(vector_store):
     vector_store.ensure_collection(dim=4, model_name="test")
     key = 'odd "name\\.md'

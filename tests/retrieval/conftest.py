@@ -26,6 +26,7 @@ from knowledge.vectorstore import VectorStore
 from retrieval.agents.tokens import tool_token_issue
 from retrieval.agents.tracker import reset_tracker
 from retrieval.lookup.corpus import corpus_signature_forget
+from retrieval.lookup.filtering import document_filters_clear
 from retrieval.lookup.keyword_index import keyword_index_forget
 from retrieval.lookup.thresholds import thresholds_cache_clear
 from retrieval.lookup.vector_search import l1_caches_clear
@@ -35,6 +36,7 @@ def _forget_process_state() -> None:
     corpus_signature_forget()
     keyword_index_forget()
     l1_caches_clear()
+    document_filters_clear()
     thresholds_cache_clear()
     reset_tracker()
 

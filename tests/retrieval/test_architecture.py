@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LOOKUP = ROOT / "retrieval" / "lookup"
 STAGE_MODULES = (
     "memory",
+    "filtering",
     "candidates",
     "searchable",
     "evidence",
@@ -53,6 +54,7 @@ def test_lookup_run_is_the_list_of_stages_under_40_lines():
     assert _lines(_function(LOOKUP / "pipeline.py", "lookup_run")) < 40
     assert _stage_calls() == [
         "memory",
+        "filtering",
         "candidates:l0",
         "candidates:l1",
         "searchable",

@@ -16,7 +16,7 @@ from knowledge.models import ApiDocument
 from knowledge.vectorstore import reset_vector_store
 from observability.models import ToolInvocation
 from retrieval.agents.tokens import tool_token_issue
-from retrieval.entrypoints.dify_conditions import ConditionError, metadata_condition_clean
+from retrieval.lookup.metadata_conditions import ConditionError, metadata_condition_clean
 from tests.conftest import free_port
 from tests.retrieval.conftest import seed_documents
 from tests.support.dify_client import DifyClient, MaxRetriesReached, condition, metadata_condition

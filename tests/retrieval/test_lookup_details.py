@@ -18,7 +18,16 @@ from tests.conftest import free_port
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("seeds_rules")]
 
 # Phases that run one after another inside the call (db_ms spans lexical_ms and content_ms).
-PHASES = ("tracker_ms", "l0_ms", "embed_ms", "search_ms", "documents_ms", "lexical_ms", "content_ms")
+PHASES = (
+    "tracker_ms",
+    "filter_ms",
+    "l0_ms",
+    "embed_ms",
+    "search_ms",
+    "documents_ms",
+    "lexical_ms",
+    "content_ms",
+)
 
 
 @pytest.fixture

@@ -30,7 +30,7 @@ def _assert_parity(mcp_schema: dict) -> None:
     rest = _rest_properties()
     mcp = mcp_schema["properties"]
     # No session_id for the model to fill: the MCP session is the session (the tool still takes it).
-    assert set(mcp) == set(rest) == {"query", "domains", "top_k"}
+    assert set(mcp) == set(rest) == {"query", "domains", "metadata_condition", "top_k"}
     for name, rest_property in rest.items():
         assert {k: mcp[name].get(k) for k in LIMIT_KEYS} == {k: rest_property.get(k) for k in LIMIT_KEYS}, (
             name

@@ -109,7 +109,12 @@ def test_over_http_a_session_lists_tools_and_its_second_lookup_withholds_the_fir
     tools, prompts, first, second, knowledge_map, executor, mcp_session = asyncio.run(run())
 
     assert set(tools) == {"lookup_knowledge", "get_knowledge_map"}
-    assert set(tools["lookup_knowledge"].inputSchema["properties"]) == {"query", "domains", "top_k"}
+    assert set(tools["lookup_knowledge"].inputSchema["properties"]) == {
+        "query",
+        "domains",
+        "metadata_condition",
+        "top_k",
+    }
     assert tools["lookup_knowledge"].inputSchema["required"] == ["query"]
     assert prompts == {"executor", "planner"}
 

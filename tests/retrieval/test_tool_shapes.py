@@ -75,7 +75,11 @@ def test_strict_mode_requires_every_property_and_keeps_only_supported_keywords(a
         function = tool
     parameters = function["parameters"]
     assert function["strict"] is True
-    assert parameters["required"] == list(parameters["properties"]) == ["query", "domains", "top_k"]
+    assert (
+        parameters["required"]
+        == list(parameters["properties"])
+        == ["query", "domains", "metadata_condition", "top_k"]
+    )
     assert parameters["additionalProperties"] is False
     assert _keywords(parameters) <= STRICT_KEYWORDS | {"query", "domains", "top_k"}
     # The SDK's strict-schema rules (what pydantic_function_tool applies) change nothing.
@@ -83,6 +87,7 @@ def test_strict_mode_requires_every_property_and_keeps_only_supported_keywords(a
     # The limits strict mode cannot express are in the descriptions; optional top_k is nullable.
     properties = parameters["properties"]
     assert properties["top_k"]["type"] == ["integer", "null"]
+    assert properties["metadata_condition"]["type"] == ["object", "null"]
     assert (
         "(1 to 100)" in properties["top_k"]["description"]
         or "（1 到 100）" in properties["top_k"]["description"]
@@ -94,7 +99,10 @@ def test_the_sdk_sends_the_strict_tool_and_parses_the_models_call(agent_client, 
     fake_openai.push(
         Reply(
             tool_calls=[
-                tool_call("lookup_knowledge", {"query": "ERR_TIMEOUT", "domains": None, "top_k": None})
+                tool_call(
+                    "lookup_knowledge",
+                    {"query": "ERR_TIMEOUT", "domains": None, "metadata_condition": None, "top_k": None},
+                )
             ]
         )
     )
@@ -103,14 +111,19 @@ def test_the_sdk_sends_the_strict_tool_and_parses_the_models_call(agent_client, 
         model="fake-model", messages=[{"role": "user", "content": "ERR_TIMEOUT?"}], tools=[tool]
     )
     call = completion.choices[0].message.tool_calls[0]
-    assert call.function.parsed_arguments == {"query": "ERR_TIMEOUT", "domains": None, "top_k": None}
+    assert call.function.parsed_arguments == {
+        "query": "ERR_TIMEOUT",
+        "domains": None,
+        "metadata_condition": None,
+        "top_k": None,
+    }
     assert fake_openai.chat_requests()[-1].body["tools"] == [json.loads(json.dumps(tool))]
 
 
 def test_a_strict_call_with_top_k_null_is_a_lookup_with_the_default(agent_client, seeded_corpus):
     response = agent_client.post(
         "/api/tools/lookup_knowledge",
-        {"query": "ERR_TIMEOUT", "domains": None, "top_k": None},
+        {"query": "ERR_TIMEOUT", "domains": None, "metadata_condition": None, "top_k": None},
         HTTP_X_SESSION_ID="strict",
         format="json",
     )

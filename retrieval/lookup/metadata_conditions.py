@@ -93,8 +93,10 @@ def field_value(document: dict[str, Any], name: str) -> Any:
     if name in BUILT_IN_FIELDS:
         value = BUILT_IN_FIELDS[name](document)
         return _ABSENT if value is None else value
-    metadata = document.get("metadata") if isinstance(document.get("metadata"), dict) else {}
-    extra = metadata.get("extra") if isinstance(metadata.get("extra"), dict) else {}
+    raw = document.get("metadata")
+    metadata: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    raw_extra = metadata.get("extra")
+    extra: dict[str, Any] = raw_extra if isinstance(raw_extra, dict) else {}
     for source in (extra, metadata):
         if name in source and source[name] is not None:
             return source[name]
