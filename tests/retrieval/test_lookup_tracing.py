@@ -20,6 +20,7 @@ pytestmark = pytest.mark.django_db
 
 STAGES = [
     "memory",
+    "filtering",
     "candidates:l0",
     "candidates:l1",
     "searchable",
