@@ -1,4 +1,9 @@
-"""gunicorn settings for the production command (``gunicorn config.wsgi -c config/gunicorn_conf.py``).
+"""gunicorn settings for the production web command, uvicorn workers over ``config.asgi``
+(docs/operations.md "Web processes in production")::
+
+    gunicorn -c config/gunicorn_conf.py -k uvicorn_worker.UvicornWorker -w 4 config.asgi:application
+
+(``gunicorn config.wsgi -c config/gunicorn_conf.py``, sync workers, serves all but ``/mcp/``.)
 
 Each worker loads the model, the analyser and the lexical index right after the fork, before it
 takes a request (``retrieval.warmup``), so no request pays for a cold process; the timeout
