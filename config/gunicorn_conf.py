@@ -22,6 +22,11 @@ def post_fork(server, worker):
     # As config.wsgi does, which the worker imports only after this hook.
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     django.setup()
+    from config.redis_or_memory import several_processes_problem
     from retrieval.warmup import process_warm_up
+
+    problem = several_processes_problem(server.cfg.workers)
+    if problem is not None and worker.age == 1:  # said once, by the first worker
+        server.log.warning(problem)
 
     process_warm_up()

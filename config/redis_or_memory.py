@@ -17,6 +17,18 @@ def default_cache_is_redis() -> bool:
     return settings.CACHES["default"]["BACKEND"].startswith("django_redis.")
 
 
+def several_processes_problem(processes: int) -> str | None:
+    """What goes wrong when ``processes`` web processes keep this state in memory, or None when
+    they share it (Redis) or there is one."""
+    if processes <= 1 or default_cache_is_redis():
+        return None
+    return (
+        f"{processes} web workers without REDIS_URL: each keeps its own MCP sessions, action "
+        "memory and call budgets, so a session opened on one worker is unknown to the others "
+        "(404) and each budget counts per worker; set REDIS_URL or run one worker"
+    )
+
+
 class RedisOrMemory(Generic[T]):
     """This process's one object built by ``redis()`` or by ``memory()``, chosen on first use (so
     the settings in force then decide, not those at import); ``reset()`` forgets it (tests that

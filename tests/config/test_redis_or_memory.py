@@ -3,7 +3,7 @@ django-redis, else this process's memory; made on first use, kept, and made agai
 
 from __future__ import annotations
 
-from config.redis_or_memory import RedisOrMemory
+from config.redis_or_memory import RedisOrMemory, several_processes_problem
 from retrieval.agents.throttling import MemoryWindow, RedisWindow, budget_window, budget_window_reset
 from retrieval.entrypoints.mcp_sessions import (
     MemorySessions,
@@ -43,3 +43,12 @@ def test_budgets_and_mcp_sessions_take_the_same_side(settings):
     finally:
         budget_window_reset()
         session_registry_reset()
+
+
+def test_several_web_workers_without_redis_are_warned_about(settings):
+    settings.CACHES = MEMORY_CACHE
+    problem = several_processes_problem(4)
+    assert problem is not None and "REDIS_URL" in problem and "4 web workers" in problem
+    assert several_processes_problem(1) is None
+    settings.CACHES = REDIS_CACHE
+    assert several_processes_problem(4) is None
