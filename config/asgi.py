@@ -1,10 +1,13 @@
 """ASGI entry point: Django, plus the MCP server's streamable HTTP transport under ``/mcp``.
 
-``uvicorn config.asgi:application`` serves both (Procfile ``web``). Requests to ``/mcp`` or
-``/mcp/...`` go to the MCP session manager behind the tool-token check
+``uvicorn config.asgi:application`` serves both (Procfile ``web``); in production gunicorn's
+uvicorn workers do, each one all of it (docs/operations.md "Web processes in production":
+``gunicorn -c config/gunicorn_conf.py -k uvicorn_worker.UvicornWorker -w 4 config.asgi:application``).
+Requests to ``/mcp`` or ``/mcp/...`` go to the MCP session manager behind the tool-token check
 (``retrieval.entrypoints.mcp_http.McpTokenAuth``: host, origin, token, session cap, throttle);
-everything else goes to Django. The MCP session
-manager lives for the process: it is started and stopped by the ASGI lifespan protocol.
+everything else goes to Django. The MCP session manager lives for the process: it is started and
+stopped by the ASGI lifespan protocol. It runs the transport statelessly and keeps no session in
+memory (``mcp_sessions``), so any worker serves any session.
 """
 
 import logging

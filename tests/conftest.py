@@ -12,6 +12,7 @@ Tests marked ``services`` are skipped, with the reason printed, in the embedded 
 from __future__ import annotations
 
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -44,9 +45,21 @@ def pytest_collection_modifyitems(config, items):
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port: the system's choice, or one from AGENTKB_TEST_PORTS (``24000-24999``)
+    when set, so test runs sharing a machine keep to ranges of their own."""
+    span = os.environ.get("AGENTKB_TEST_PORTS", "").strip()
+    candidates = [0]
+    if span:
+        low, _, high = span.partition("-")
+        candidates = random.sample(range(int(low), int(high) + 1), k=int(high) - int(low) + 1)
+    for candidate in candidates:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", candidate))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise RuntimeError(f"no free port in AGENTKB_TEST_PORTS={span}")
 
 
 def wait_for_port(port: int, *, timeout: float = 30.0, proc: subprocess.Popen | None = None) -> None:

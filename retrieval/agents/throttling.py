@@ -32,11 +32,11 @@ import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.core.cache import cache
 from rest_framework.settings import api_settings
 from rest_framework.throttling import BaseThrottle
 
+from config.redis_or_memory import RedisOrMemory
 from observability.prometheus import budget_refusal_count
 
 logger = logging.getLogger(__name__)
@@ -138,19 +138,12 @@ class MemoryWindow:
         self._swept = now
 
 
-_window: RedisWindow | MemoryWindow | None = None
-_window_lock = threading.Lock()
+_window: RedisOrMemory[RedisWindow | MemoryWindow] = RedisOrMemory(redis=RedisWindow, memory=MemoryWindow)
 
 
 def budget_window() -> RedisWindow | MemoryWindow:
     """This process's counter: Redis when the default cache is django-redis, else memory."""
-    global _window
-    if _window is None:
-        with _window_lock:
-            if _window is None:
-                uses_redis = settings.CACHES["default"]["BACKEND"].startswith("django_redis.")
-                _window = RedisWindow() if uses_redis else MemoryWindow()
-    return _window
+    return _window.get()
 
 
 def budget_spend(key: str, scope: str) -> float | None:
@@ -264,6 +257,4 @@ ToolTokenThrottle = AgentThrottle
 
 def budget_window_reset() -> None:
     """Forget this process's counter (tests that swap the cache)."""
-    global _window
-    with _window_lock:
-        _window = None
+    _window.reset()

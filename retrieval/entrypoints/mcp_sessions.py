@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core.cache import cache
 
+from config.redis_or_memory import RedisOrMemory
+
 
 @dataclass(frozen=True)
 class Owner:
@@ -133,24 +135,17 @@ class MemorySessions:
             return sum(1 for o, until in self._sessions.values() if o.agent_id == agent_id and until > now)
 
 
-_registry: RedisSessions | MemorySessions | None = None
-_registry_lock = threading.Lock()
+_registry: RedisOrMemory[RedisSessions | MemorySessions] = RedisOrMemory(
+    redis=RedisSessions, memory=MemorySessions
+)
 
 
 def session_registry() -> RedisSessions | MemorySessions:
     """This process's view of the open MCP sessions: Redis when the default cache is
     django-redis, else memory."""
-    global _registry
-    if _registry is None:
-        with _registry_lock:
-            if _registry is None:
-                uses_redis = settings.CACHES["default"]["BACKEND"].startswith("django_redis.")
-                _registry = RedisSessions() if uses_redis else MemorySessions()
-    return _registry
+    return _registry.get()
 
 
 def session_registry_reset() -> None:
     """Forget this process's registry (tests that swap the cache)."""
-    global _registry
-    with _registry_lock:
-        _registry = None
+    _registry.reset()
