@@ -82,7 +82,9 @@ def test_broker_down_at_upload_the_document_waits_pending_and_requeue_indexes_it
     assert vector_store.chunk_ids(doc_key=document.doc_key) == chunk_ids(document)
 
 
-def _start_worker(*, queue: str, broker: str, settings, log_path: Path) -> subprocess.Popen:
+def _start_worker(
+    *, queue: str, broker: str, settings, log_path: Path, extra_env: dict[str, str] | None = None
+) -> subprocess.Popen:
     """A worker in its own process group (so the whole group can be killed), as conftest's."""
     db_url = os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"]
     env = {
@@ -98,6 +100,8 @@ def _start_worker(*, queue: str, broker: str, settings, log_path: Path) -> subpr
         "AGENTKB_VAR_DIR": str(log_path.parent),
         "CELERY_TASK_ALWAYS_EAGER": "false",
         "CELERY_TASK_DEFAULT_QUEUE": queue,
+        "CELERY_SUMMARIES_QUEUE": f"{queue}-summaries",
+        **(extra_env or {}),
     }
     log = open(log_path, "ab")  # noqa: SIM115 - the child holds it
     start = log_path.stat().st_size
@@ -112,7 +116,7 @@ def _start_worker(*, queue: str, broker: str, settings, log_path: Path) -> subpr
             "--concurrency",
             "1",
             "-Q",
-            queue,
+            f"{queue},{queue}-summaries",
             "--without-gossip",
             "--without-mingle",
             "--hostname",
@@ -155,6 +159,7 @@ def test_a_worker_killed_mid_indexing_is_redelivered_and_leaves_no_duplicate_or_
 
     previous = (app.conf.task_always_eager, app.conf.task_default_queue)
     app.conf.task_always_eager, app.conf.task_default_queue = False, queue
+    settings.CELERY_SUMMARIES_QUEUE = f"{queue}-summaries"
     first = second = None
     try:
         with broker_at(broker):
