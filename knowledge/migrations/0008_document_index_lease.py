@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('knowledge', '0007_field_labels'),
+        ("knowledge", "0007_field_labels"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='apidocument',
-            name='index_lease_until',
-            field=models.DateTimeField(blank=True, null=True, verbose_name='indexing lease until'),
+            model_name="apidocument",
+            name="index_lease_until",
+            field=models.DateTimeField(blank=True, null=True, verbose_name="indexing lease until"),
         ),
     ]

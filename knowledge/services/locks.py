@@ -54,7 +54,9 @@ def named_lock(name: str, *, timeout: float, busy: str) -> Iterator[None]:
 @contextlib.contextmanager
 def document_lock(*, document_id: int, timeout: float = 600.0) -> Iterator[None]:
     with named_lock(
-        f"index-{document_id}", timeout=timeout, busy=f"document {document_id} is being indexed by another run"
+        f"index-{document_id}",
+        timeout=timeout,
+        busy=f"document {document_id} is being indexed by another run",
     ):
         yield
 

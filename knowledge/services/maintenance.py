@@ -71,7 +71,9 @@ def documents_pending_requeue(*, older_than_seconds: float | None = None) -> Req
     run_died = Q(status=ApiDocument.Status.INDEXING) & (
         Q(index_lease_until__lte=now) | Q(index_lease_until__isnull=True, updated_at__lte=indexing_before)
     )
-    rows = ApiDocument.objects.filter(pending | run_died).order_by("id").values_list("id", "doc_key", "status")
+    rows = (
+        ApiDocument.objects.filter(pending | run_died).order_by("id").values_list("id", "doc_key", "status")
+    )
     queued: list[str] = []
     failed: list[str] = []
     error = ""
