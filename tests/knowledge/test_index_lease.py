@@ -150,3 +150,12 @@ def test_a_run_takes_the_lease_and_renews_it_while_it_works(vector_store, settin
     # Then released it with the result
     document.refresh_from_db()
     assert result.status == ApiDocument.Status.INDEXED and document.index_lease_until is None
+
+
+def test_a_lease_renewed_less_often_than_twice_per_lease_is_refused_at_start():
+    from tests.config.test_settings import _django_setup
+
+    result = _django_setup({"INDEX_LEASE_SECONDS": "10", "INDEX_LEASE_RENEW_SECONDS": "6"})
+    assert result.returncode != 0
+    assert "INDEX_LEASE_RENEW_SECONDS must be at most half of INDEX_LEASE_SECONDS" in result.stderr
+    assert _django_setup({"INDEX_LEASE_SECONDS": "10", "INDEX_LEASE_RENEW_SECONDS": "5"}).returncode == 0
