@@ -235,6 +235,8 @@ def test_a_worker_killed_mid_indexing_is_requeued_when_its_lease_lapses_and_inde
         "INDEX_LEASE_SECONDS": "4",
         "INDEX_LEASE_RENEW_SECONDS": "1",
         "INGEST_SWEEP_INTERVAL_SECONDS": "2",
+        # the default: the killed run's message does not come back within the test
+        "CELERY_BROKER_VISIBILITY_TIMEOUT": "720",
     }
     previous = (app.conf.task_always_eager, app.conf.task_default_queue)
     app.conf.task_always_eager, app.conf.task_default_queue = False, queue
