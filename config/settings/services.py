@@ -78,7 +78,12 @@ CELERY_SUMMARIES_QUEUE = env.str("CELERY_SUMMARIES_QUEUE", default="summaries")
 # Read at each send (config.queueing.task_route), so the queue follows the settings in force.
 CELERY_TASK_ROUTES = ("config.queueing.task_route",)
 # Both queues declared: a worker started without -Q (`celery -A config worker`) serves both.
-CELERY_TASK_QUEUES = (Queue(CELERY_TASK_DEFAULT_QUEUE), Queue(CELERY_SUMMARIES_QUEUE))
+# Each with its own routing key: a Queue declared without one is bound by the default key, and
+# on Redis a message for either queue would then be delivered to both.
+CELERY_TASK_QUEUES = (
+    Queue(CELERY_TASK_DEFAULT_QUEUE, routing_key=CELERY_TASK_DEFAULT_QUEUE),
+    Queue(CELERY_SUMMARIES_QUEUE, routing_key=CELERY_SUMMARIES_QUEUE),
+)
 # At most this many summary tasks call the LLM at once, whichever workers run them (a lock per
 # slot; 0 = no cap): in a worker serving both queues the other pool processes stay free for
 # indexing. A task that finds every slot taken is queued again LLM_SLOT_WAIT_SECONDS later.

@@ -7,6 +7,7 @@ worker does) while the LLM endpoint hangs (accepts connections, never answers).
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -39,8 +40,13 @@ def test_summary_tasks_go_to_the_summaries_queue_and_indexing_to_the_default_one
 
 
 def test_a_worker_without_q_and_the_embedded_worker_serve_both_queues():
-    declared = {queue.name for queue in django_settings.CELERY_TASK_QUEUES}
-    assert declared == {django_settings.CELERY_TASK_DEFAULT_QUEUE, django_settings.CELERY_SUMMARIES_QUEUE}
+    declared = {queue.name: queue.routing_key for queue in django_settings.CELERY_TASK_QUEUES}
+    assert set(declared) == {
+        django_settings.CELERY_TASK_DEFAULT_QUEUE,
+        django_settings.CELERY_SUMMARIES_QUEUE,
+    }
+    # each bound by its own key: on Redis, two queues bound by one key both get every message
+    assert all(key == name for name, key in declared.items()), declared
     worker = next(line for line in (REPO / "Procfile").read_text().splitlines() if line.startswith("worker:"))
     assert "-Q ${CELERY_TASK_DEFAULT_QUEUE:-celery},${CELERY_SUMMARIES_QUEUE:-summaries}" in worker
 
@@ -189,5 +195,9 @@ def test_with_the_llm_endpoint_hung_uploads_are_indexed_in_normal_time(
         print(f"first upload indexed in {first:.1f} s; two uploads during the hang in {both:.1f} s")
         assert time.monotonic() - started < llm_timeout / 3, "indexing waited for the hung LLM"
         assert peer.accepted == 1, "more than LLM_TASK_SLOTS summary tasks called the LLM at once"
+        # And every message reached one queue only: no task was received twice
+        received = re.findall(r"Task (\S+)\[([0-9a-f-]+)\] received", worker.log_path.read_text())
+        assert any(name == "knowledge.tasks.domains.document_summary_fill_task" for name, _ in received)
+        assert len({task_id for _, task_id in received}) == len(received), received
     finally:
         peer.close()  # the hung calls fail at once: the worker stops without waiting them out
