@@ -79,3 +79,14 @@ def task_queue_on_commit(
 
     send.__qualname__ = f"{sys._getframe(1).f_code.co_qualname}.<locals>.send"
     transaction.on_commit(send)
+
+
+def task_route(name: str, args: Any, kwargs: Any, options: Any, task: Task | None = None, **_: Any) -> Any:
+    """Celery's router (``CELERY_TASK_ROUTES``): a task declaring ``summaries_queue = True`` (the
+    LLM work) goes to ``CELERY_SUMMARIES_QUEUE``, every other to the default queue. Read at each
+    send, so the queue follows the settings in force (a test's worker has queues of its own)."""
+    if getattr(task, "summaries_queue", False):
+        from django.conf import settings
+
+        return {"queue": settings.CELERY_SUMMARIES_QUEUE}
+    return None

@@ -90,6 +90,9 @@ class ApiDocument(models.Model):
     # Set when a version of the document first reached INDEXED and kept through re-indexing:
     # "has an indexed version", what makes a document searchable (knowledge.selectors).
     indexed_at = models.DateTimeField(null=True, blank=True, db_index=True, verbose_name=_("indexed at"))
+    # While INDEXING: the run working on it renews this every INDEX_LEASE_RENEW_SECONDS; a lease
+    # that lapsed means the run died (its worker was killed), and the sweep queues it again.
+    index_lease_until = models.DateTimeField(null=True, blank=True, verbose_name=_("indexing lease until"))
     created_at = models.DateTimeField(default=timezone.now, verbose_name=_("created at"))
     updated_at = models.DateTimeField(auto_now=True, verbose_name=_("updated at"))
 

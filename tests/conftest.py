@@ -151,11 +151,20 @@ def vector_store(settings, tmp_path_factory):
 
 
 @pytest.fixture
-def celery_worker(transactional_db, settings, tmp_path):
+def celery_worker_concurrency() -> int:
+    """Pool processes of the ``celery_worker`` fixture's worker; a test needing more overrides
+    this fixture (``@pytest.mark.parametrize("celery_worker_concurrency", [2])``)."""
+    return 1
+
+
+@pytest.fixture
+def celery_worker(transactional_db, settings, tmp_path, celery_worker_concurrency):
     """A real Celery worker process on the configured broker, using the test database.
 
     Service-backed mode only (the embedded test database is in-memory SQLite, which no other
-    process can open). Tasks queued while it runs go through the broker to this process.
+    process can open). Tasks queued while it runs go through the broker to this process. It
+    serves both queues, as the embedded setup's one worker does: indexing (this test's default
+    queue) and the summaries (this test's summaries queue).
     """
     if not SERVICES_MODE:
         pytest.skip(SKIP_SERVICES_REASON)
@@ -165,6 +174,7 @@ def celery_worker(transactional_db, settings, tmp_path):
 
     db_url = os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"]
     queue = f"test-{uuid.uuid4().hex[:8]}"
+    summaries_queue = f"{queue}-summaries"
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.settings",
@@ -175,6 +185,7 @@ def celery_worker(transactional_db, settings, tmp_path):
         "AGENTKB_VAR_DIR": os.environ.get("AGENTKB_VAR_DIR", str(tmp_path)),
         "CELERY_TASK_ALWAYS_EAGER": "false",
         "CELERY_TASK_DEFAULT_QUEUE": queue,
+        "CELERY_SUMMARIES_QUEUE": summaries_queue,
     }
     log_path = tmp_path / "worker.log"
     log = open(log_path, "wb")  # noqa: SIM115 - closed below
@@ -187,11 +198,11 @@ def celery_worker(transactional_db, settings, tmp_path):
             "--loglevel",
             "INFO",
             "--concurrency",
-            "1",
+            str(celery_worker_concurrency),
             "--pool",
             "prefork",
             "-Q",
-            queue,
+            f"{queue},{summaries_queue}",
             "--without-gossip",
             "--without-mingle",
             "--hostname",
@@ -205,6 +216,7 @@ def celery_worker(transactional_db, settings, tmp_path):
     previous = (app.conf.task_always_eager, app.conf.task_default_queue)
     app.conf.task_always_eager = False
     app.conf.task_default_queue = queue
+    settings.CELERY_SUMMARIES_QUEUE = summaries_queue  # read by the router at each send
     try:
         deadline = time.monotonic() + 60
         while b"ready." not in log_path.read_bytes():

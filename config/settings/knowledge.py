@@ -1,6 +1,7 @@
 """Ingestion: upload limits and chunking; upkeep of the index (pending sweep, nightly check)."""
 
 from celery.schedules import crontab
+from django.core.exceptions import ImproperlyConfigured
 
 from config.env import VAR_DIR, env
 
@@ -50,6 +51,19 @@ PLANNER_MAP_MAX_CHARS = env.int("PLANNER_MAP_MAX_CHARS", default=24_000)
 # A document PENDING this long is queued again by the sweep (its message was lost or the broker
 # was down at upload); younger ones are most likely still in the queue.
 INGEST_REQUEUE_AFTER_SECONDS = env.int("INGEST_REQUEUE_AFTER_SECONDS", default=300)
+# An indexing run holds a lease on its documents, renewed every INDEX_LEASE_RENEW_SECONDS and
+# good for INDEX_LEASE_SECONDS (several renewals, so a busy machine does not lose it); a lease
+# that lapsed means the run died, and the sweep, run every INGEST_SWEEP_INTERVAL_SECONDS, queues
+# the document again at once: a killed worker costs about INDEX_LEASE_SECONDS + the interval.
+INDEX_LEASE_SECONDS = env.float("INDEX_LEASE_SECONDS", default=45.0)
+INDEX_LEASE_RENEW_SECONDS = env.float("INDEX_LEASE_RENEW_SECONDS", default=10.0)
+INGEST_SWEEP_INTERVAL_SECONDS = env.float("INGEST_SWEEP_INTERVAL_SECONDS", default=30.0)
+if INDEX_LEASE_RENEW_SECONDS * 2 > INDEX_LEASE_SECONDS:
+    raise ImproperlyConfigured(
+        "INDEX_LEASE_RENEW_SECONDS must be at most half of INDEX_LEASE_SECONDS "
+        f"({INDEX_LEASE_RENEW_SECONDS} and {INDEX_LEASE_SECONDS} given): a lease renewed less often "
+        "lapses while its run is still alive"
+    )
 # Hour (UTC) of the nightly `check_index --repair` run by beat.
 INDEX_CHECK_HOUR = env.int("INDEX_CHECK_HOUR", default=3)
 # Folders beat mirrors (`sync_documents` on a schedule): "path=domain,other/path=" (an empty
@@ -59,7 +73,10 @@ SYNC_SOURCES = env.dict("SYNC_SOURCES", default={})
 SYNC_INTERVAL_SECONDS = env.int("SYNC_INTERVAL_SECONDS", default=15 * 60)
 SYNC_PRUNE = env.bool("SYNC_PRUNE", default=False)
 KNOWLEDGE_BEAT_SCHEDULE = {
-    "knowledge-pending-requeue": {"task": "knowledge.pending_documents_requeue", "schedule": 5 * 60},
+    "knowledge-pending-requeue": {
+        "task": "knowledge.pending_documents_requeue",
+        "schedule": INGEST_SWEEP_INTERVAL_SECONDS,
+    },
     "knowledge-index-check": {
         "task": "knowledge.index_check",
         "schedule": crontab(hour=INDEX_CHECK_HOUR, minute=17),

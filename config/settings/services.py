@@ -6,6 +6,8 @@ Each one is switchable from the environment; none is needed by the embedded defa
 import os
 import sys
 
+from kombu import Queue
+
 from config.env import VAR_DIR, env
 from config.runfile import run_file_apply
 
@@ -69,6 +71,24 @@ else:
 CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default=None) or None
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_TASK_DEFAULT_QUEUE", default="celery")
+# The LLM work (document and domain summaries) has a queue of its own, so a slow or hung LLM
+# endpoint delays summaries, never indexing. The embedded setup's one worker serves both queues
+# (`-Q celery,summaries`); production may run a worker of its own for it (docs/operations.md).
+CELERY_SUMMARIES_QUEUE = env.str("CELERY_SUMMARIES_QUEUE", default="summaries")
+# Read at each send (config.queueing.task_route), so the queue follows the settings in force.
+CELERY_TASK_ROUTES = ("config.queueing.task_route",)
+# Both queues declared: a worker started without -Q (`celery -A config worker`) serves both.
+# Each with its own routing key: a Queue declared without one is bound by the default key, and
+# on Redis a message for either queue would then be delivered to both.
+CELERY_TASK_QUEUES = (
+    Queue(CELERY_TASK_DEFAULT_QUEUE, routing_key=CELERY_TASK_DEFAULT_QUEUE),
+    Queue(CELERY_SUMMARIES_QUEUE, routing_key=CELERY_SUMMARIES_QUEUE),
+)
+# At most this many summary tasks call the LLM at once, whichever workers run them (a lock per
+# slot; 0 = no cap): in a worker serving both queues the other pool processes stay free for
+# indexing. A task that finds every slot taken is queued again LLM_SLOT_WAIT_SECONDS later.
+LLM_TASK_SLOTS = env.int("LLM_TASK_SLOTS", default=1)
+LLM_SLOT_WAIT_SECONDS = env.float("LLM_SLOT_WAIT_SECONDS", default=5.0)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -147,3 +167,7 @@ LLM_JSON_MODE = env.bool("LLM_JSON_MODE", default=True)
 # waiting LLM_TASK_RETRY_BACKOFF seconds, doubled each time; then it gives up (summaries kept).
 LLM_TASK_RETRIES = env.int("LLM_TASK_RETRIES", default=3)
 LLM_TASK_RETRY_BACKOFF = env.float("LLM_TASK_RETRY_BACKOFF", default=30.0)
+# A summary task makes at most two LLM calls (an invalid answer is asked again once): it is
+# asked to stop after that much time and a margin, and killed half a minute later.
+LLM_TASK_SOFT_TIME_LIMIT = 2 * LLM_TIMEOUT + 30
+LLM_TASK_TIME_LIMIT = LLM_TASK_SOFT_TIME_LIMIT + 30

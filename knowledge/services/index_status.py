@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from config.credentials import mask_credentials
 from knowledge.models import ApiDocument
+from knowledge.services.index_lease import lease_deadline
 
 logger = logging.getLogger(__name__)
 
@@ -31,9 +32,16 @@ class TemporaryIndexError(Exception):
 
 
 def document_status_set(document_id: int, version: str, status: str, error: str = "") -> bool:
-    """Set the status of this version of the document; False when a newer upload replaced it."""
+    """Set the status of this version of the document; False when a newer upload replaced it.
+
+    INDEXING takes the run's lease on the document (``knowledge.services.index_lease``); any
+    other status ends it."""
+    lease = lease_deadline() if status == ApiDocument.Status.INDEXING else None
     updated = ApiDocument.objects.filter(id=document_id, content_hash=version).update(
-        status=status, error=mask_credentials(error)[:MAX_ERROR_CHARS], updated_at=timezone.now()
+        status=status,
+        error=mask_credentials(error)[:MAX_ERROR_CHARS],
+        index_lease_until=lease,
+        updated_at=timezone.now(),
     )
     return bool(updated)
 
@@ -48,6 +56,7 @@ def documents_index_failed(*, document_ids: list[int], reason: str) -> None:
     ApiDocument.objects.filter(id__in=document_ids).exclude(status=ApiDocument.Status.INDEXED).update(
         status=ApiDocument.Status.FAILED,
         error=mask_credentials(reason)[:MAX_ERROR_CHARS],
+        index_lease_until=None,
         updated_at=timezone.now(),
     )
 

@@ -5,7 +5,9 @@ delete the vectors of chunks that no longer exist. The work of the indexing task
 by the bulk paths); ``document_index`` is the same run for one (``knowledge.index_document``).
 A run goes through its documents in phases, so the model and Milvus see full batches:
 
-1. per document, under its lock: mark INDEXING, prepare the new version (a converted format goes
+0. the run's lease on its documents is renewed from a thread while it works
+   (``knowledge.services.index_lease``): a run that dies is requeued by the sweep in a minute;
+1. per document, under its lock: mark INDEXING (taking the lease), prepare the new version (a converted format goes
    through one sandbox child reused for the run), chunk it;
 2. every chunk of every document embedded in batches of ``EMBEDDING_BATCH_SIZE``; when that
    fails, each document is embedded on its own, so only the documents that fail end FAILED;
@@ -57,6 +59,7 @@ from knowledge.services.chunk_preparation import (
     document_chunks,
 )
 from knowledge.services.document_metadata import documents_indexed
+from knowledge.services.index_lease import index_lease_renewed
 from knowledge.services.index_queue import index_queue_on_commit
 from knowledge.services.index_status import (
     TemporaryIndexError,
@@ -155,6 +158,9 @@ def documents_index(*, entries: list[tuple[int, bool]], final_attempt: bool) -> 
     alone = len(runs) == 1
     timings: dict[str, float] = defaultdict(float)
     with ExitStack() as held:
+        # The run's lease on its documents, renewed while it works: a worker that dies mid-run
+        # stops renewing, and the sweep queues its documents again within a minute.
+        held.enter_context(index_lease_renewed(document_ids=[r.document_id for r in runs]))
         sandbox = held.enter_context(version_sandbox())
         for run in runs:  # in id order: two batch runs never wait for each other's locks
             try:
@@ -375,9 +381,18 @@ def _swap(run: _Run, timings: dict[str, float]) -> None:
             current.error = ""
             current.chunk_count = len(run.chunks)
             current.indexed_at = timezone.now()
+            current.index_lease_until = None
             version_fields = document_version_apply(current=current, prepared=prepared)
             current.save(
-                update_fields=["status", "error", "chunk_count", "indexed_at", "updated_at", *version_fields]
+                update_fields=[
+                    "status",
+                    "error",
+                    "chunk_count",
+                    "indexed_at",
+                    "index_lease_until",
+                    "updated_at",
+                    *version_fields,
+                ]
             )
             run.result = IndexResult(status=INDEXED, chunk_count=len(run.chunks))
     timings["commit_s"] += time.perf_counter() - started

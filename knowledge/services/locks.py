@@ -1,9 +1,15 @@
-"""A per-document lock so two indexing runs of one document never interleave.
+"""Locks shared by every worker: a named lock, and its two uses.
 
-Two runs can meet: a re-upload queues a new task while the previous one still runs, and a
-redelivered task can overlap a slow one. Interleaved, one run's stale-vector cleanup could delete
-the other's fresh vectors. MySQL/MariaDB: ``GET_LOCK`` (shared by every worker on every host).
-Otherwise (the embedded default, one machine): an ``flock`` on a file under ``AGENTKB_VAR_DIR``.
+- ``document_lock``: two indexing runs of one document never interleave. Two runs can meet: a
+  re-upload queues a new task while the previous one still runs, and a redelivered task can
+  overlap a slow one. Interleaved, one run's stale-vector cleanup could delete the other's fresh
+  vectors.
+- ``llm_slot``: at most ``LLM_TASK_SLOTS`` summary tasks call the LLM at once, so a hung endpoint
+  holds that many worker processes and no more (the others index).
+
+MySQL/MariaDB: ``GET_LOCK`` (shared by every worker on every host). Otherwise (the embedded
+default, one machine): an ``flock`` on a file under ``AGENTKB_VAR_DIR``. Both die with their
+holder (its connection or process), so a killed worker never leaves one taken.
 """
 
 from __future__ import annotations
@@ -22,23 +28,53 @@ class LockTimeout(Exception):
 
 
 @contextlib.contextmanager
-def document_lock(*, document_id: int, timeout: float = 600.0) -> Iterator[None]:
+def named_lock(name: str, *, timeout: float, busy: str) -> Iterator[None]:
+    """Hold the lock ``name`` for the block; raise ``LockTimeout(busy)`` when another holder keeps
+    it past ``timeout`` seconds (0: one try)."""
     if connection.vendor == "mysql":
-        name = f"agentkb:index:{document_id}"
         with connection.cursor() as cursor:
-            cursor.execute("SELECT GET_LOCK(%s, %s)", [name, int(timeout)])
+            cursor.execute("SELECT GET_LOCK(%s, %s)", [f"agentkb:{name}", int(timeout)])
             (got,) = cursor.fetchone()
         if got != 1:
-            raise LockTimeout(f"document {document_id} is being indexed by another run")
+            raise LockTimeout(busy)
         try:
             yield
         finally:
             with connection.cursor() as cursor:
-                cursor.execute("SELECT RELEASE_LOCK(%s)", [name])
+                cursor.execute("SELECT RELEASE_LOCK(%s)", [f"agentkb:{name}"])
         return
 
-    def busy() -> LockTimeout:
-        return LockTimeout(f"document {document_id} is being indexed by another run")
+    def refused() -> LockTimeout:
+        return LockTimeout(busy)
 
-    with file_lock(VAR_DIR / "locks" / f"index-{document_id}.lock", timeout=timeout, poll=0.05, busy=busy):
+    with file_lock(VAR_DIR / "locks" / f"{name}.lock", timeout=timeout, poll=0.05, busy=refused):
         yield
+
+
+@contextlib.contextmanager
+def document_lock(*, document_id: int, timeout: float = 600.0) -> Iterator[None]:
+    with named_lock(
+        f"index-{document_id}",
+        timeout=timeout,
+        busy=f"document {document_id} is being indexed by another run",
+    ):
+        yield
+
+
+@contextlib.contextmanager
+def llm_slot(*, slots: int) -> Iterator[bool]:
+    """Take one of ``slots`` LLM slots for the block without waiting: yields True when one was
+    free (or ``slots`` is 0: no cap), False when every slot is taken."""
+    if slots <= 0:
+        yield True
+        return
+    for slot in range(slots):
+        held = contextlib.ExitStack()
+        try:
+            held.enter_context(named_lock(f"llm-slot-{slot}", timeout=0, busy="taken"))
+        except LockTimeout:
+            continue
+        with held:  # a LockTimeout raised by the block itself is not mistaken for a taken slot
+            yield True
+        return
+    yield False

@@ -2,8 +2,9 @@
 
 ``documents_pending_requeue``
     Queue indexing of documents left PENDING (the broker was down at upload, a message was lost)
-    or INDEXING for longer than a task may run (the worker died and the message is gone too).
-    Run every few minutes by Celery beat and by ``python manage.py requeue_pending``.
+    or INDEXING by a run that died (its lease lapsed: ``knowledge.services.index_lease``).
+    Run every ``INGEST_SWEEP_INTERVAL_SECONDS`` by Celery beat and by
+    ``python manage.py requeue_pending``.
 ``index_check``
     Compare api_document / document_chunk with the Milvus collection and the lexical index (when
     it is kept apart: tantivy) and, with ``repair``, fix what differs. Run nightly by Celery beat
@@ -45,26 +46,33 @@ class RequeueResult:
     error: str = ""
 
 
+#: what a document queued again after its run died says until a run takes it (staff see it)
+RUN_DIED = "queued again: the run indexing it stopped without finishing (its worker died?)"
+
+
 def documents_pending_requeue(*, older_than_seconds: float | None = None) -> RequeueResult:
     """Queue indexing of documents PENDING for ``older_than_seconds`` (default
-    ``INGEST_REQUEUE_AFTER_SECONDS``), or INDEXING for that long past the task time limit.
+    ``INGEST_REQUEUE_AFTER_SECONDS``), and at once of documents INDEXING whose run's lease lapsed
+    (the run died). An INDEXING document without a lease (a run from before leases) is queued
+    once it has been INDEXING for that wait past the task time limit, as before.
 
     Younger PENDING documents are most likely still in the queue; queueing them again would only
-    index them twice (harmless, but work). The status is left as it is, so a broker still down
-    leaves them for the next sweep.
+    index them twice (harmless, but work). A document queued here starts its wait again
+    (``updated_at``), and one whose run died is PENDING again with ``RUN_DIED`` as its error: the
+    next sweeps leave it to the message just sent. A document whose lease is live is left to its
+    run. A broker still down changes nothing, so the next sweep tries again.
     """
     index_document = registered_task("knowledge.index_document")
     wait = float(settings.INGEST_REQUEUE_AFTER_SECONDS if older_than_seconds is None else older_than_seconds)
     now = timezone.now()
     pending_before = now - timedelta(seconds=wait)
     indexing_before = now - timedelta(seconds=wait + float(settings.CELERY_TASK_TIME_LIMIT))
+    pending = Q(status=ApiDocument.Status.PENDING, updated_at__lte=pending_before)
+    run_died = Q(status=ApiDocument.Status.INDEXING) & (
+        Q(index_lease_until__lte=now) | Q(index_lease_until__isnull=True, updated_at__lte=indexing_before)
+    )
     rows = (
-        ApiDocument.objects.filter(
-            Q(status=ApiDocument.Status.PENDING, updated_at__lte=pending_before)
-            | Q(status=ApiDocument.Status.INDEXING, updated_at__lte=indexing_before)
-        )
-        .order_by("id")
-        .values_list("id", "doc_key", "status")
+        ApiDocument.objects.filter(pending | run_died).order_by("id").values_list("id", "doc_key", "status")
     )
     queued: list[str] = []
     failed: list[str] = []
@@ -80,11 +88,27 @@ def documents_pending_requeue(*, older_than_seconds: float | None = None) -> Req
             error = f"{type(exc).__name__}: {exc}"
             logger.warning("broker unavailable; %s stays %s for the next sweep: %s", doc_key, status, error)
             failed.append(doc_key)
-        else:
-            queued.append(doc_key)
+            continue
+        queued.append(doc_key)
+        _requeued_mark(document_id, status=status, pending=pending, run_died=run_died)
     if queued:
         logger.info("queued indexing of %d documents left pending: %s", len(queued), ", ".join(queued[:20]))
     return RequeueResult(queued=queued, failed=failed, error=error)
+
+
+def _requeued_mark(document_id: int, *, status: str, pending: Q, run_died: Q) -> None:
+    """Start the queued document's wait again, unless a run took it meanwhile (the conditions
+    are those it was selected by: a run that marked it INDEXING holds a live lease)."""
+    rows = ApiDocument.objects.filter(id=document_id)
+    if status == ApiDocument.Status.PENDING:
+        rows.filter(pending).update(updated_at=timezone.now())
+    else:
+        rows.filter(run_died).update(
+            status=ApiDocument.Status.PENDING,
+            error=RUN_DIED,
+            index_lease_until=None,
+            updated_at=timezone.now(),
+        )
 
 
 # --- database vs Milvus ------------------------------------------------------------------------

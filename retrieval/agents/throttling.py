@@ -18,7 +18,9 @@ sees it and changed in one atomic step:
   sorted set per budget, the accepted calls' times from Redis's own clock. Checking and counting
   are one step on the server, so concurrent workers cannot both take the last call (DRF's
   read-append-write of a cached list could: 845 calls in 19 s against 600/min under gunicorn -w 4).
-  When Redis does not answer, calls are let through (and a warning logged), as before;
+  When Redis does not answer, calls are let through (and a warning logged), as before; one that
+  timed out opens a breaker (``DEPENDENCY_BREAKER_SECONDS``), so a hung Redis costs one call its
+  socket timeout and the next calls nothing until the cooldown ends;
 - anything else (the embedded default's locmem cache, one process): the same window in this
   process's memory, under a lock.
 """
@@ -32,10 +34,12 @@ import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.core.cache import cache
 from rest_framework.settings import api_settings
 from rest_framework.throttling import BaseThrottle
 
+from config.breaker import CircuitBreaker, CircuitOpen
 from config.redis_or_memory import RedisOrMemory
 from observability.prometheus import budget_refusal_count
 
@@ -84,11 +88,16 @@ class RedisWindow:
 
     def __init__(self) -> None:
         self._script = None
+        self.breaker = CircuitBreaker("Redis budget counter", cooldown=settings.DEPENDENCY_BREAKER_SECONDS)
 
     def spend(self, key: str, rate: Rate) -> float | None:
         import redis
         from django_redis import get_redis_connection
 
+        try:
+            self.breaker.check()
+        except CircuitOpen:
+            return None  # not counted, as when Redis fails: it failed moments ago
         try:
             client = get_redis_connection("default")
             if self._script is None:
@@ -102,7 +111,9 @@ class RedisWindow:
             )
         except redis.RedisError as exc:
             logger.warning("budget %s not counted, Redis did not answer: %s", key, exc)
+            self.breaker.failed(exc)
             return None
+        self.breaker.succeeded()
         return None if wait_ms < 0 else max(wait_ms, 0) / 1000
 
 

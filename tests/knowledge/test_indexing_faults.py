@@ -82,7 +82,15 @@ def test_broker_down_at_upload_the_document_waits_pending_and_requeue_indexes_it
     assert vector_store.chunk_ids(doc_key=document.doc_key) == chunk_ids(document)
 
 
-def _start_worker(*, queue: str, broker: str, settings, log_path: Path) -> subprocess.Popen:
+def _start_worker(
+    *,
+    queue: str,
+    broker: str,
+    settings,
+    log_path: Path,
+    extra_env: dict[str, str] | None = None,
+    extra_args: tuple[str, ...] = (),
+) -> subprocess.Popen:
     """A worker in its own process group (so the whole group can be killed), as conftest's."""
     db_url = os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"]
     env = {
@@ -98,6 +106,8 @@ def _start_worker(*, queue: str, broker: str, settings, log_path: Path) -> subpr
         "AGENTKB_VAR_DIR": str(log_path.parent),
         "CELERY_TASK_ALWAYS_EAGER": "false",
         "CELERY_TASK_DEFAULT_QUEUE": queue,
+        "CELERY_SUMMARIES_QUEUE": f"{queue}-summaries",
+        **(extra_env or {}),
     }
     log = open(log_path, "ab")  # noqa: SIM115 - the child holds it
     start = log_path.stat().st_size
@@ -112,11 +122,12 @@ def _start_worker(*, queue: str, broker: str, settings, log_path: Path) -> subpr
             "--concurrency",
             "1",
             "-Q",
-            queue,
+            f"{queue},{queue}-summaries",
             "--without-gossip",
             "--without-mingle",
             "--hostname",
             f"{queue}-{uuid.uuid4().hex[:4]}@%h",
+            *extra_args,
         ],
         cwd=REPO,
         env=env,
@@ -155,6 +166,7 @@ def test_a_worker_killed_mid_indexing_is_redelivered_and_leaves_no_duplicate_or_
 
     previous = (app.conf.task_always_eager, app.conf.task_default_queue)
     app.conf.task_always_eager, app.conf.task_default_queue = False, queue
+    settings.CELERY_SUMMARIES_QUEUE = f"{queue}-summaries"
     first = second = None
     try:
         with broker_at(broker):
@@ -205,3 +217,96 @@ def test_a_worker_killed_mid_indexing_is_redelivered_and_leaves_no_duplicate_or_
     # And it was the same task, received by both workers
     received = re.findall(r"Task knowledge\.index_document\[([0-9a-f-]+)\] received", log_path.read_text())
     assert len(received) == 2 and len(set(received)) == 1, received
+
+
+def test_a_worker_killed_mid_indexing_is_requeued_when_its_lease_lapses_and_indexed_once(
+    vector_store, settings, tmp_path
+):
+    """The lease, not the broker: the killed worker's message would come back only after the
+    visibility timeout (720 s by default, left as it is here). A new worker with beat, whose
+    sweep runs every 2 s, finds the lapsed lease and the document is INDEXED once."""
+    from config.celery import app
+
+    broker = os.environ["REDIS_URL"]
+    queue = f"test-lease-{uuid.uuid4().hex[:8]}"
+    log_path = tmp_path / "workers.log"
+    log_path.touch()
+    lease = {
+        "INDEX_LEASE_SECONDS": "4",
+        "INDEX_LEASE_RENEW_SECONDS": "1",
+        "INGEST_SWEEP_INTERVAL_SECONDS": "2",
+        # the default: the killed run's message does not come back within the test
+        "CELERY_BROKER_VISIBILITY_TIMEOUT": "720",
+    }
+    previous = (app.conf.task_always_eager, app.conf.task_default_queue)
+    app.conf.task_always_eager, app.conf.task_default_queue = False, queue
+    settings.CELERY_SUMMARIES_QUEUE = f"{queue}-summaries"
+    first = second = None
+    try:
+        first = _start_worker(
+            queue=queue, broker=broker, settings=settings, log_path=log_path, extra_env=lease
+        )
+        # Given a large document being indexed by the worker, under a lease it renews
+        document_ingest(data=markdown("大文档", 100), name="payment/big.md")
+        document = ApiDocument.objects.get(doc_key="payment/big.md")
+        deadline = time.monotonic() + 60
+        while ApiDocument.objects.get(pk=document.pk).status != ApiDocument.Status.INDEXING:
+            assert time.monotonic() < deadline, log_path.read_text()
+            time.sleep(0.02)
+
+        # When the whole worker (parent and pool child) is killed mid-task
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(timeout=30)
+        killed = time.monotonic()
+        document.refresh_from_db()
+        assert document.status == ApiDocument.Status.INDEXING, "the task finished before the kill"
+        assert document.index_lease_until is not None
+
+        # And a new worker starts, with beat
+        second = _start_worker(
+            queue=queue,
+            broker=broker,
+            settings=settings,
+            log_path=log_path,
+            extra_env=lease,
+            extra_args=("--beat", "--schedule", str(tmp_path / "beat-schedule")),
+        )
+        started = time.monotonic()
+
+        # Then the document is INDEXED within the lease, a sweep interval and one run (generous
+        # bounds: the machine is shared)
+        deadline = time.monotonic() + 120
+        while ApiDocument.objects.get(pk=document.pk).status != ApiDocument.Status.INDEXED:
+            assert time.monotonic() < deadline, log_path.read_text()[-6000:]
+            time.sleep(0.2)
+        indexed = time.monotonic()
+        # (the task ends after the status: surplus vectors go once the new rows are committed)
+        deadline = time.monotonic() + 60
+        while not re.search(r"Task knowledge\.index_document\[[0-9a-f-]+\] succeeded", log_path.read_text()):
+            assert time.monotonic() < deadline, log_path.read_text()[-6000:]
+            time.sleep(0.2)
+        print(
+            f"INDEXED {indexed - killed:.1f} s after the kill, "
+            f"{indexed - started:.1f} s after the new worker was ready"
+        )
+    finally:
+        app.conf.task_always_eager, app.conf.task_default_queue = previous
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+
+    # With nothing lost or duplicated: Milvus holds exactly the chunk rows, once each
+    document.refresh_from_db()
+    assert vector_store.chunk_ids(doc_key=document.doc_key) == chunk_ids(document)
+    assert vector_store.count(doc_key=document.doc_key) == document.chunk_count == len(chunk_ids(document))
+    # And one run finished it: the sweep's (the killed run's message was not delivered again)
+    log = log_path.read_text()
+    received = re.findall(r"Task knowledge\.index_document\[([0-9a-f-]+)\] received", log)
+    succeeded = re.findall(r"Task knowledge\.index_document\[([0-9a-f-]+)\] succeeded", log)
+    assert len(received) == 2 and len(set(received)) == 2, received
+    assert succeeded == received[1:], (received, succeeded)

@@ -95,3 +95,67 @@ def test_milvus_hung_lookups_answer_degraded_within_seconds_and_recover_after_it
             break
     assert record.status == "SUCCESS", record.error
     assert body["primary"]["docKey"] == "infrastructure/mysql-pool.md"
+
+
+@pytest.fixture
+def redis_hung(settings, seeded_corpus, agent_client):
+    """Action memory and the throttle's cache on a peer that accepts and never answers (a hung
+    Redis), with the production clients' timeouts; the machine's Redis keeps running. One lookup
+    first, on the real Redis: the first search after seeding opens the collection and the lexical
+    index (what the worker's warm-up does at start), which is not what is measured here."""
+    from retrieval.agents.throttling import budget_window_reset
+    from retrieval.agents.tracker import reset_tracker
+
+    _timed_lookup(agent_client, "数据库连接池")
+    peer = next(_peers_in(range(22200, 22300)))
+    hung = f"redis://127.0.0.1:{peer.port}/0"
+    settings.REDIS_URL = hung
+    settings.RETRIEVAL_TRACKER_BACKEND = "redis"
+    settings.CACHES = {
+        "default": {
+            **settings.CACHES["default"],
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": hung,
+            "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 2, "SOCKET_TIMEOUT": 2, "IGNORE_EXCEPTIONS": True},
+        }
+    }
+    reset_tracker()
+    budget_window_reset()
+    try:
+        yield peer
+    finally:
+        peer.close()
+        reset_tracker()
+        budget_window_reset()
+
+
+def _peers_in(ports):
+    from tests.support.hung_peer import HungPeer
+
+    for port in ports:
+        try:
+            yield HungPeer(port=port)
+        except OSError:
+            continue
+
+
+@pytest.mark.django_db
+def test_redis_hung_lookups_answer_memory_less_within_seconds(seeded_corpus, agent_client, redis_hung):
+    # Given Redis (action memory and the throttle's cache) accepts connections and never answers
+    # When an agent looks up several times (through the throttled API)
+    took_each = []
+    for query in ("数据库连接池配置", "ERR_TIMEOUT 错误码", "如何配置数据库连接池"):
+        body, record, took = _timed_lookup(agent_client, query)
+        took_each.append(took)
+        # Then each gets its answer, recorded DEGRADED as when Redis is stopped: this process's
+        # memory stands in for the shared one, and the record says so
+        assert record.status == "DEGRADED", record.error
+        assert "action memory unavailable" in record.error
+        assert record.retrieval_details["action_memory"] == "memory-fallback"
+        assert "暂不可用" in body["message"]
+    print(f"lookups with Redis hung: {[round(t, 2) for t in took_each]} s")
+    # Within the bound, every one (the machine is shared: generous); the first pays the budget
+    # counter's and the action memory's socket timeouts (2 s each), their breakers the others'
+    assert max(took_each) < 5, took_each
+    assert sorted(took_each)[-2] < 1.5, took_each
+    assert redis_hung.accepted >= 1  # it was asked, and hung

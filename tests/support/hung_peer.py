@@ -30,6 +30,11 @@ class HungPeer:
                 return
             self._held.append(conn)  # kept open, never read from or written to
 
+    @property
+    def accepted(self) -> int:
+        """Connections taken so far (each one a client now waiting for an answer)."""
+        return len(self._held)
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=2)
