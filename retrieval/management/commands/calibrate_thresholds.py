@@ -3,10 +3,13 @@
     python manage.py calibrate_thresholds --queries my_questions.jsonl
     python manage.py calibrate_thresholds --queries my_questions.jsonl --apply --user admin
     python manage.py calibrate_thresholds --queries my_questions.jsonl --refit [--apply]
+    python manage.py calibrate_thresholds --from-feedback --refit [--apply]
 
 ``--refit`` refits the level model (RETRIEVAL_LEVELS=model) on your questions instead: fitted on a
 seeded half, judged on the other, refused when it does worse there than the model in force;
 ``--apply`` then writes it as the embedding model's level profile (retrieval/lookup/level_profiles/).
+``--from-feedback`` refits on the lookups staff and agents judged instead of a file
+(retrieval/staff/feedback_refit.py: one vote per call, no agent counting for more than a third).
 
 The rule and the file format: retrieval/staff/labelled_queries.py, retrieval/staff/calibration_queries.py and docs/lookup.md
 ("Calibrating with your own questions").
@@ -50,7 +53,12 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--queries", required=True, metavar="FILE.jsonl", help="the labelled questions")
+        parser.add_argument("--queries", metavar="FILE.jsonl", help="the labelled questions")
+        parser.add_argument(
+            "--from-feedback",
+            action="store_true",
+            help="with --refit: the judged lookups (staff and agents' feedback) instead of --queries",
+        )
         parser.add_argument(
             "--apply", action="store_true", help="store the suggested pair as the one in force"
         )
@@ -84,6 +92,12 @@ class Command(BaseCommand):
     def handle(
         self, *args, queries, apply, user, target_highly_relevant, target_reference, min_answers, **options
     ):
+        if options.get("from_feedback") and not options.get("refit"):
+            raise CommandError(
+                "--from-feedback goes with --refit (thresholds from feedback: the admin's calibration page)"
+            )
+        if bool(queries) == bool(options.get("from_feedback")):
+            raise CommandError("--queries FILE.jsonl or --from-feedback: one of the two")
         if options.get("refit"):
             return self._refit(queries, apply)
         for name, value in (
@@ -176,19 +190,32 @@ class Command(BaseCommand):
         from retrieval.lookup.thresholds import _model_name, current_level_model
         from retrieval.staff.level_fit import fit, labelled_asked, refit_decide, split_fit_report
 
-        try:
-            labelled = labelled_queries_read(queries)
-        except LabelledQueriesError as exc:
-            raise CommandError(str(exc)) from exc
         profile = profile_for(_model_name())
         if profile is None:
             raise CommandError("--refit: the embedding model has no profile to fit a level model for")
-        asked = labelled_asked(labelled)
+        if queries is None:
+            from retrieval.staff.feedback_refit import FeedbackRefused, feedback_asked
+
+            try:
+                asked = feedback_asked()
+            except FeedbackRefused as exc:
+                raise CommandError(f"--from-feedback: {exc}") from exc
+            source, needs = (
+                "feedback",
+                "both helpful and unhelpful judgements of calls the level model decided",
+            )
+        else:
+            try:
+                labelled = labelled_queries_read(queries)
+            except LabelledQueriesError as exc:
+                raise CommandError(str(exc)) from exc
+            asked = labelled_asked(labelled)
+            source, needs = str(queries), "both answerable and unanswerable ones"
         fit_half, report_half = split_fit_report(asked)
         if len({q.expected is None for q in fit_half}) < 2:
-            raise CommandError("--refit: the questions need both answerable and unanswerable ones")
+            raise CommandError(f"--refit: the questions need {needs}")
         try:
-            model = fit(fit_half, name=profile.name, fit_set=str(queries))
+            model = fit(fit_half, name=profile.name, fit_set=source)
         except ValueError as exc:
             raise CommandError(f"--refit: {exc}") from exc
         decision = refit_decide(model, current_level_model(), report_half)
