@@ -110,7 +110,7 @@ def test_a_batch_tries_a_held_lock_once_and_does_not_wait_for_it(
 
     assert outcome.results[held].status == DEFERRED
     if connection.vendor == "mysql":  # GET_LOCK's own timeout: 0 seconds
-        asked = [q["sql"] for q in queries if "GET_LOCK" in q["sql"] and f"index:{held}'" in q["sql"]]
+        asked = [q["sql"] for q in queries if "GET_LOCK" in q["sql"] and f"index-{held}'" in q["sql"]]
         assert asked and all(sql.replace(" ", "").endswith(",0)") for sql in asked), asked
     else:  # the file lock polls: not once
         assert waits == []
