@@ -88,13 +88,17 @@ def test_one_agents_feedback_alone_cannot_refit(profiles_dir):
 
 def test_an_agent_voting_most_counts_for_a_third():
     loud, quiet = _user("agent-loud"), [_user(f"agent-quiet-{n}") for n in range(2)]
+    loud_calls: set[str] = set()
     n = 0
     for agent, votes in ((loud, 30), (quiet[0], 5), (quiet[1], 5)):
         for _ in range(votes):
             n += 1
-            _vote(_call(n, STRONG, agent=agent), agent, helpful=True, source=AGENT)
+            call = _call(n, STRONG, agent=agent)
+            _vote(call, agent, helpful=True, source=AGENT)
+            if agent is loud:
+                loud_calls.add(f"invocation-{call.pk}")
     asked = feedback_asked()
-    from_loud = sum(1 for q in asked if int(q.qid.split("-")[1]) <= 30)
+    from_loud = sum(1 for q in asked if q.qid in loud_calls)
     assert len(asked) - from_loud == 10 and from_loud <= 5  # a third of the total: 5 of 15
 
 
