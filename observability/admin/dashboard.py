@@ -8,7 +8,7 @@ from django.http import QueryDict
 from django.template.response import TemplateResponse
 from django.utils.translation import gettext_lazy as _
 
-from observability import calibration, charts, selectors
+from observability import calibration, charts, selectors, shared_state
 from observability.admin.base import PageAdmin
 from observability.forms import DashboardFilterForm
 from observability.links import agent_params, invocation_list_url, scope
@@ -42,6 +42,8 @@ class RetrievalDashboardAdmin(PageAdmin):
                 figures=charts.dashboard_figures(data=data, filters=filters, thresholds=thresholds),
                 links=dashboard_links(data=data, filters=filters),
                 agents=agent_rows(data=data, filters=filters, params=params),
+                # Since the store began counting, not within the filtered range: the counter is one number.
+                sessions_evicted=shared_state.sessions_evicted(),
             )
         return TemplateResponse(request, "admin/observability/dashboard.html", context)
 

@@ -5,14 +5,24 @@ used sessions go, and each one is counted (``sessions_evicted``), in-process and
 
 from __future__ import annotations
 
+import re
 import uuid
 
 import pytest
+from django.urls import reverse
 from rest_framework.test import APIClient
 
 from retrieval.agents.identity import memory_session_key
 from retrieval.agents.tokens import tool_token_issue
-from retrieval.agents.tracker import MemoryTracker, RedisTracker, reset_tracker, sessions_evicted
+from observability import shared_state
+from retrieval.agents.tracker import (
+    MemoryTracker,
+    RedisTracker,
+    TrackerUnavailable,
+    get_tracker,
+    reset_tracker,
+    sessions_evicted,
+)
 from tests.retrieval.conftest import Corpus, seed_documents
 
 
@@ -112,3 +122,36 @@ def test_over_rest_a_flood_of_fresh_sessions_cannot_make_an_honest_agent_see_a_d
     evicted = sessions_evicted() - evicted_before
     assert evicted == 5 or (settings.REDIS_URL and evicted > 5)
     reset_tracker()
+
+
+def _evicted_card(admin_client) -> str:
+    page = admin_client.get(reverse("admin:observability_retrievaldashboard_changelist"))
+    assert page.status_code == 200
+    found = re.search(r'id="card-sessions-evicted">([^<]*)<', page.content.decode())
+    assert found, "the dashboard has no sessions-evicted card"
+    return found.group(1)
+
+
+@pytest.mark.django_db
+def test_the_dashboard_shows_how_many_sessions_the_cap_evicted(settings, admin_client):
+    # Given a cap of 2 sessions per agent and the count so far (Redis keeps earlier runs')
+    settings.RETRIEVAL_MAX_SESSIONS_PER_AGENT = 2
+    reset_tracker()
+    before = sessions_evicted()
+    # When one agent opens five sessions
+    agent = 10_000 + uuid.uuid4().int % 1_000_000
+    for i in range(5):
+        get_tracker().mark_many(_key(agent, f"dash-{uuid.uuid4().hex}-{i}"), [("api", f"doc-{i}.md")])
+    # Then the staff dashboard's card shows the three evictions on top of the earlier count
+    assert before + 3 == sessions_evicted()
+    assert int(re.sub(r"\D", "", _evicted_card(admin_client))) == before + 3
+    reset_tracker()
+
+
+@pytest.mark.django_db
+def test_the_dashboard_shows_a_dash_when_the_action_memory_does_not_answer(admin_client, monkeypatch):
+    def down() -> int:
+        raise TrackerUnavailable("redis down")
+
+    monkeypatch.setattr(shared_state, "_sessions_evicted_reader", down)
+    assert _evicted_card(admin_client) == "–"
