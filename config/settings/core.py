@@ -145,11 +145,15 @@ LOGGING = {
             "format": "%(asctime)s %(levelname)s %(name)s: %(message)s",
         }
     },
+    # Budget refusals: one INFO line per agent (or refused address) per minute, not one WARNING
+    # per refused call (config/refusal_logging.py).
+    "filters": {"refusals": {"()": "config.refusal_logging.RefusalsOncePerWindow"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {
         # Django's own loggers through the same masking handler (its default one would not mask).
         "django": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        "django.request": {"filters": ["refusals"], "level": "INFO"},
         # pymilvus logs every connection at INFO; keep the console readable.
         "pymilvus": {"level": "WARNING"},
         "milvus_lite": {"level": "WARNING"},

@@ -12,9 +12,9 @@ import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from observability import shared_state
 from retrieval.agents.identity import memory_session_key
 from retrieval.agents.tokens import tool_token_issue
-from observability import shared_state
 from retrieval.agents.tracker import (
     MemoryTracker,
     RedisTracker,
