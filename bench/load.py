@@ -111,6 +111,11 @@ def main() -> int:
     parser.add_argument(
         "--two-agents", action="store_true", help="a paced victim agent, alone and beside a flooding one"
     )
+    parser.add_argument(
+        "--asgi",
+        action="store_true",
+        help="gunicorn with uvicorn workers over config.asgi (the production command; serves /mcp/ too)",
+    )
     parser.add_argument("--phase-seconds", type=float, default=20.0, help="two-agent mode: seconds a phase")
     parser.add_argument("--flood-threads", type=int, default=8, help="two-agent mode: flooding threads")
     args = parser.parse_args()
@@ -178,10 +183,17 @@ def main() -> int:
         agent_ids = {token.key: token.user.pk for token in issued}
 
         web_env = {**env, "CELERY_TASK_ALWAYS_EAGER": "false"}
+        # --asgi: the documented production command (uvicorn workers over config.asgi, which
+        # serves /mcp/ too); else sync workers over config.wsgi beside one uvicorn for /mcp/.
+        app = (
+            ["-c", "config/gunicorn_conf.py", "-k", "uvicorn_worker.UvicornWorker", "config.asgi:application"]
+            if args.asgi
+            else ["config.wsgi"]
+        )
         web = subprocess.Popen(
             [
                 str(BIN / "gunicorn"),
-                "config.wsgi",
+                *app,
                 "--workers",
                 str(args.workers),
                 "--bind",
@@ -197,7 +209,9 @@ def main() -> int:
             stderr=subprocess.STDOUT,
         )
         wait_for_port(web_port, web)
-        if args.two_agents:
+        if args.two_agents and args.asgi:
+            mcp_port = web_port
+        elif args.two_agents:
             uvicorn = [str(BIN / "uvicorn"), "config.asgi:application", "--host", "127.0.0.1"]
             mcp = subprocess.Popen(
                 [*uvicorn, "--port", str(mcp_port), "--log-level", "warning"],
@@ -207,14 +221,15 @@ def main() -> int:
                 stderr=subprocess.STDOUT,
             )
             wait_for_port(mcp_port, mcp)
+        if args.two_agents:
             keys = [
                 tool_token_issue(name=f"load-{run_id}-{role}").key for role in ("warm", "victim", *FLOODS)
             ]
-            servers = [web.pid, mcp.pid, milvus.pid]
+            servers = [p.pid for p in (web, mcp, milvus) if p is not None]
             rows = _run_two_agents(
                 args, web_port, mcp_port, warm=keys[0], victim=keys[1], flooders=keys[2:], servers=servers
             )
-            return _report_two_agents(args, rows)
+            return _report_two_agents(args, rows, keys[1])
         sessions = [f"load-{run_id}-s{i}" for i in range(args.sessions)]
         body = _run_load(args, web_port, tokens, sessions)
         return _report(args, body, sessions, work, agent_ids)
@@ -404,7 +419,11 @@ def _flood(kind: str, web_port: int, mcp_port: int, key: str, seconds: float, th
 
     def one() -> int:
         if kind == "rest-lookup":
-            payload = {"query": random.choice(QUERIES), "session_id": f"flood-{uuid.uuid4().hex}"}
+            # One-off queries (a known one plus a fresh word): each misses the query-vector and
+            # search-hit caches and offers them a new key, the flood that would push out the
+            # victim's entries from a plain LRU.
+            query = f"{random.choice(QUERIES)} {uuid.uuid4().hex[:8]}"
+            payload = {"query": query, "session_id": f"flood-{uuid.uuid4().hex}"}
             return _request(web_port, "POST", "/api/tools/lookup_knowledge", key, payload)[0]
         if kind == "mcp-tools-list":
             listing = {"jsonrpc": "2.0", "id": next(_ids), "method": "tools/list"}
@@ -498,6 +517,33 @@ def _cpu_seconds(pids: list[int]) -> float:
     return total
 
 
+def _now():
+    from django.utils import timezone
+
+    return timezone.now()
+
+
+def _victim_cache_hits(victim: str, window) -> str:
+    """The share of the victim's lookups in ``window`` whose search hits came from the cache
+    (``l1_cached`` in each call's record): its own queries, asked again and again, should stay
+    cached however many one-off queries the flooder sends."""
+    from observability.models import ToolInvocation
+    from retrieval.agents.tokens import token_lookup
+
+    agent = token_lookup(victim).user
+    cached = [
+        (bool(details.get("l1_cached")), bool(details.get("query_vector_cached")))
+        for details in ToolInvocation.objects.filter(
+            agent=agent, created_at__gte=window[0], created_at__lte=window[1]
+        ).values_list("retrieval_details", flat=True)
+        if details
+    ]
+    if not cached:
+        return "n/a"
+    hits, vectors = (100 * sum(c[i] for c in cached) / len(cached) for i in (0, 1))
+    return f"{hits:.0f}% / {vectors:.0f}% of {len(cached)}"
+
+
 def _run_two_agents(
     args, web_port: int, mcp_port: int, *, warm: str, victim: str, flooders: list[str], servers: list[int]
 ) -> list[dict]:
@@ -511,9 +557,10 @@ def _run_two_agents(
         _request(web_port, "POST", "/api/tools/lookup_knowledge", warm, warming)
     _victim(web_port, mcp_port, victim, session, 3.0)
 
-    before = _cpu_seconds(servers)
+    before, started = _cpu_seconds(servers), _now()
     alone = _victim(web_port, mcp_port, victim, session, args.phase_seconds)
-    rows = [{"phase": "alone", **alone, "flood": None, "server_cpu": _cpu_seconds(servers) - before}]
+    server_cpu = _cpu_seconds(servers) - before
+    rows = [{"phase": "alone", **alone, "flood": None, "server_cpu": server_cpu, "window": (started, _now())}]
     spawn = multiprocessing.get_context("spawn")  # not fork: this process holds torch's threads
     for kind, key in zip(FLOODS, flooders, strict=True):
         with ProcessPoolExecutor(1, mp_context=spawn) as pool:
@@ -523,18 +570,33 @@ def _run_two_agents(
             )
             before = _cpu_seconds(servers)
             time.sleep(1.0)
+            started = _now()
             timed = _victim(web_port, mcp_port, victim, session, args.phase_seconds)
+            window = (started, _now())
             result = flood.result()
             server_cpu = _cpu_seconds(servers) - before
-            rows.append({"phase": f"flood: {kind}", **timed, "flood": result, "server_cpu": server_cpu})
+            rows.append(
+                {
+                    "phase": f"flood: {kind}",
+                    **timed,
+                    "flood": result,
+                    "server_cpu": server_cpu,
+                    "window": window,
+                }
+            )
         time.sleep(2.0)  # let the servers drain before the next phase
     return rows
 
 
-def _report_two_agents(args, rows: list[dict]) -> int:
+def _report_two_agents(args, rows: list[dict], victim: str) -> int:
+    time.sleep(2.0)  # the last calls' records are written after their answers
+    for row in rows:
+        row["cache_hits"] = _victim_cache_hits(victim, row["window"])
     print()
     print(
-        f"two agents: gunicorn {args.workers} sync workers (REST) + uvicorn (MCP) on MariaDB + Redis; "
+        f"two agents: gunicorn {args.workers} "
+        + ("uvicorn workers (REST and MCP)" if args.asgi else "sync workers (REST) + uvicorn (MCP)")
+        + " on MariaDB + Redis; "
         f"victim paced every {VICTIM_PACE_S:.2f}s per transport, {args.phase_seconds:.0f}s a phase, "
         f"flooder {args.flood_threads} threads in its own process; budgets 600/min per agent, "
         "60/min wrong keys per address"
@@ -543,7 +605,7 @@ def _report_two_agents(args, rows: list[dict]) -> int:
     header = (
         f"| {'phase':22} | {'victim REST p50 / p95 ms':>24} | {'x alone':>7} | {'victim MCP p50 / p95 ms':>23} "
         f"| {'x alone':>7} | {'victim errors':>13} | {'flood req/s':>11} | {'server CPU s':>12} "
-        f"| {'flooder CPU s':>13} | flood answers |"
+        f"| {'flooder CPU s':>13} | {'victim hits / vectors cached':>28} | flood answers |"
     )
     print(header)
     print("|" + "|".join("-" * (len(cell)) for cell in header.split("|")[1:-1]) + "|")
@@ -567,7 +629,8 @@ def _report_two_agents(args, rows: list[dict]) -> int:
         client_cpu = "" if flood is None else f"{flood['client_cpu']:.1f}"
         print(
             f"| {row['phase']:22} | {cells[0]:>24} | {cells[1]:>7} | {cells[2]:>23} | {cells[3]:>7} "
-            f"| {errors:>13} | {rate:>11} | {row['server_cpu']:12.1f} | {client_cpu:>13} | {answers} |"
+            f"| {errors:>13} | {rate:>11} | {row['server_cpu']:12.1f} | {client_cpu:>13} "
+            f"| {row['cache_hits']:>28} | {answers} |"
         )
     cores = os.cpu_count()
     print(

@@ -2,15 +2,31 @@
 
 from __future__ import annotations
 
+import os
+import random
 import socket
 import subprocess
 import time
 
 
+_given: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port: inside AGENTKB_TEST_PORTS ("first-last") when set, as the tests
+    honour it on a machine several runs share, else any the system gives."""
+    first, _, last = os.environ.get("AGENTKB_TEST_PORTS", "").partition("-")
+    candidates = [p for p in range(int(first), int(last) + 1) if p not in _given] if first and last else [0]
+    # Not yet listening when the next is asked for: never hand out the same port twice.
+    for port in random.sample(candidates, len(candidates)):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            _given.add(s.getsockname()[1])
+            return s.getsockname()[1]
+    raise RuntimeError(f"no free port in AGENTKB_TEST_PORTS={os.environ['AGENTKB_TEST_PORTS']}")
 
 
 def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 120) -> None:
