@@ -8,7 +8,6 @@ import socket
 import subprocess
 import time
 
-
 _given: set[int] = set()
 
 
