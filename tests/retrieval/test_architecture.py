@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from retrieval.lookup.clock import StageClock
+from tests.support.lookup_stages import LOOKUP_STAGES
 
 ROOT = Path(__file__).resolve().parents[2]
 LOOKUP = ROOT / "retrieval" / "lookup"
@@ -52,18 +53,7 @@ def _stage_calls() -> list[str]:
 
 def test_lookup_run_is_the_list_of_stages_under_40_lines():
     assert _lines(_function(LOOKUP / "pipeline.py", "lookup_run")) < 40
-    assert _stage_calls() == [
-        "memory",
-        "filtering",
-        "candidates:l0",
-        "candidates:l1",
-        "searchable",
-        "evidence",
-        "selection",
-        "content",
-        "marking",
-        "answer",
-    ]
+    assert _stage_calls() == list(LOOKUP_STAGES)
 
 
 def test_the_docs_stage_table_names_the_code_s_stages_in_order():

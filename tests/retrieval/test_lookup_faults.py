@@ -25,6 +25,7 @@ from observability.models import ToolInvocation
 from retrieval.agents.tracker import reset_tracker
 from tests.conftest import free_port, wait_for_port
 from tests.retrieval.conftest import Corpus, seed_documents
+from tests.support.redis_settings import redis_point_at
 
 LOOKUP = reverse("retrieval:lookup-knowledge")
 pytestmark = pytest.mark.services
@@ -149,16 +150,7 @@ def test_milvus_stopped_then_restarted_lookups_degrade_to_keywords_and_recover(
 def redis_down(settings):
     """Action memory and cache on a closed port (the machine's Redis keeps running)."""
     closed = f"redis://127.0.0.1:{free_port()}/0"
-    settings.REDIS_URL = closed
-    settings.RETRIEVAL_TRACKER_BACKEND = "redis"
-    settings.CACHES = {
-        "default": {
-            **settings.CACHES["default"],
-            "BACKEND": "django_redis.cache.RedisCache",
-            "LOCATION": closed,
-            "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 1, "SOCKET_TIMEOUT": 1, "IGNORE_EXCEPTIONS": True},
-        }
-    }
+    redis_point_at(settings, closed, timeout=1)
     reset_tracker()
     yield closed
     reset_tracker()

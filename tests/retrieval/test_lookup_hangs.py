@@ -21,6 +21,7 @@ from knowledge.vectorstore import get_vector_store, reset_vector_store
 from observability.models import ToolInvocation
 from tests.retrieval.conftest import Corpus, seed_documents
 from tests.retrieval.test_lookup_faults import MilvusServer
+from tests.support.redis_settings import redis_point_at
 
 LOOKUP = reverse("retrieval:lookup-knowledge")
 pytestmark = pytest.mark.services
@@ -109,16 +110,7 @@ def redis_hung(settings, seeded_corpus, agent_client):
     _timed_lookup(agent_client, "数据库连接池")
     peer = next(_peers_in(range(22200, 22300)))
     hung = f"redis://127.0.0.1:{peer.port}/0"
-    settings.REDIS_URL = hung
-    settings.RETRIEVAL_TRACKER_BACKEND = "redis"
-    settings.CACHES = {
-        "default": {
-            **settings.CACHES["default"],
-            "BACKEND": "django_redis.cache.RedisCache",
-            "LOCATION": hung,
-            "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 2, "SOCKET_TIMEOUT": 2, "IGNORE_EXCEPTIONS": True},
-        }
-    }
+    redis_point_at(settings, hung, timeout=2)
     reset_tracker()
     budget_window_reset()
     try:

@@ -15,21 +15,11 @@ from observability import tracing
 from retrieval.lookup.clock import LOOKUP_SPAN
 from retrieval.services import lookup_knowledge
 from tests.conftest import REPO
+from tests.support.lookup_stages import LOOKUP_STAGES
 
 pytestmark = pytest.mark.django_db
 
-STAGES = [
-    "memory",
-    "filtering",
-    "candidates:l0",
-    "candidates:l1",
-    "searchable",
-    "evidence",
-    "selection",
-    "content",
-    "marking",
-    "answer",
-]
+STAGES = list(LOOKUP_STAGES)
 
 
 @pytest.fixture

@@ -13,22 +13,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.test import APIClient
 
 from retrieval.agents.tokens import tool_token_issue
+from tests.support.lookup_stages import LOOKUP_STAGES
 
 pytestmark = pytest.mark.django_db
 
 URL = "/api/tools/lookup_knowledge"
 SCRAPE_TOKEN = "s" * 40
-STAGES = {
-    "memory",
-    "candidates:l0",
-    "candidates:l1",
-    "searchable",
-    "evidence",
-    "selection",
-    "content",
-    "marking",
-    "answer",
-}
+STAGES = set(LOOKUP_STAGES)
 
 
 def _scrape() -> dict[tuple[str, frozenset], float]:
