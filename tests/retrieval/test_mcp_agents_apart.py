@@ -20,20 +20,9 @@ from retrieval.agents.tokens import tool_token_issue
 from retrieval.models import AgentProfile
 from tests.retrieval.conftest import seed_documents
 from tests.retrieval.test_mcp_server import LiveAsgi
+from tests.support.mcp_http import ACCEPT, INITIALIZE
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    },
-}
 
 
 def _call(name: str, arguments: dict, id_: int = 2) -> dict:

@@ -29,6 +29,7 @@ import pytest
 from retrieval.agents.tokens import tool_token_issue
 from tests.conftest import REPO, free_port, stop_process
 from tests.retrieval.conftest import seed_documents
+from tests.support.mcp_http import ACCEPT, INITIALIZE, INITIALIZED
 from tests.support.workers import client_on, served_by, worker_pids
 
 pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -36,18 +37,6 @@ pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.django_db(tran
 WORKERS = 4
 # The worker class the production command names (docs/operations.md "Web processes").
 WORKER_CLASS = "uvicorn_worker.UvicornWorker"
-ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    },
-}
-INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
 def _call(name: str, arguments: dict, id_: int) -> dict:

@@ -14,20 +14,10 @@ import pytest
 
 from retrieval.agents.tokens import tool_token_issue
 from tests.retrieval.test_mcp_server import LiveAsgi
+from tests.support.mcp_http import ACCEPT, INITIALIZE
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    },
-}
 BAD_KEY = "0123456789abcdef0123456789abcdef01234567"
 
 
