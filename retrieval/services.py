@@ -99,7 +99,7 @@ def lookup_knowledge(
         "top_k": recorded_value(top_k),
     }
     if filter_domains is not None:
-        request["domains"] = recorded_value(filter_domains)
+        request["domains"] = _recorded_domains(filter_domains)
     if metadata_condition is not None:
         request["metadata_condition"] = _recorded_condition(metadata_condition)
     if agent:
@@ -167,6 +167,14 @@ def lookup_knowledge(
         agent_id=agent_id,
     )
     return LookupOutcome(run.body, run.details, invocation.pk, run.status, invocation.public_id)
+
+
+def _recorded_domains(raw: Any) -> Any:
+    """The ``domains`` filter as the agent sent it: a list stays a list (staff read and search it),
+    each entry recorded as any value is, at most 50 of them."""
+    if isinstance(raw, list):
+        return [recorded_value(item) for item in raw[:50]]
+    return recorded_value(raw)
 
 
 def _recorded_condition(raw: Any) -> Any:

@@ -124,6 +124,8 @@ def test_the_domains_filter_searches_only_those_domains_on_l0_and_l1(seeded_corp
     ).json()
     assert pools["found"] is True
     assert _returned(pools) and all(key.startswith("infrastructure/") for key in _returned(pools))
+    recorded = ToolInvocation.objects.filter(session_id=f"{session_id}-2").get().request
+    assert recorded["domains"] == ["infrastructure"]  # as sent: a list, not its repr
     unfiltered = client.post(
         LOOKUP,
         {"query": "ERR_TIMEOUT", "domains": ["api"]},
