@@ -27,6 +27,7 @@ from observability.models import ToolInvocation
 from retrieval.agents.tokens import tool_token_issue
 from tests.conftest import REPO, free_port
 from tests.retrieval.conftest import seed_documents
+from tests.support.mcp_http import ACCEPT, INITIALIZE
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -168,20 +169,10 @@ def test_over_http_an_explicit_session_id_is_used_and_bad_input_names_the_field(
     "authorization", [None, "Token not-a-real-token", "Basic dXNlcjpwYXNz", "Token"], ids=str
 )
 def test_over_http_a_missing_or_invalid_token_is_refused(live_asgi, authorization):
-    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    headers = dict(ACCEPT)
     if authorization:
         headers["Authorization"] = authorization
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
-    response = httpx.post(live_asgi.mcp_url, json=initialize, headers=headers, timeout=10)
+    response = httpx.post(live_asgi.mcp_url, json=INITIALIZE, headers=headers, timeout=10)
     assert response.status_code == 401
     assert response.json()["error"]["code"] in {"not_authenticated", "authentication_failed"}
 
