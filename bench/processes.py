@@ -1,12 +1,16 @@
-"""Child processes the benchmarks start on loopback (web servers, milvus-lite servers)."""
+"""Child processes the benchmarks start on loopback (web servers, milvus-lite servers, and for the
+fault benchmark MariaDB and Redis servers of its own)."""
 
 from __future__ import annotations
 
 import os
 import random
+import signal
 import socket
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 _given: set[int] = set()
 
@@ -50,3 +54,145 @@ def stop(proc: subprocess.Popen | None) -> None:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+class Child:
+    """A server process the fault benchmark stops, hangs (SIGSTOP) and starts again: the same
+    command, port and data folder every time, its output appended to one log file.
+
+    ``ready`` is how ``start`` knows it is up: a loopback port that accepts connections, or None
+    for a process without one (a Celery worker: the caller waits on what it does instead).
+    ``group``: the process leads a process group of its own, so ``kill_group`` reaches its
+    children too (gunicorn's and Celery's workers), as an operator's ``kill -9`` of the unit does.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        argv: list[str],
+        log: Path,
+        *,
+        port: int | None = None,
+        env: dict | None = None,
+        cwd: Path | None = None,
+        group: bool = False,
+        stop_signal: int = signal.SIGTERM,
+    ) -> None:
+        self.name, self.argv, self.log, self.port = name, argv, log, port
+        self.env, self.cwd, self.group, self.stop_signal = env, cwd, group, stop_signal
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 180) -> None:
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                cwd=self.cwd,
+                start_new_session=self.group,
+            )
+        if self.port is not None:
+            wait_for_port(self.port, self.proc, timeout=timeout)
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None, f"{self.name} is not started"
+        return self.proc.pid
+
+    def pause(self) -> None:
+        """Hung, not stopped: the kernel still completes connections; nothing answers."""
+        self._signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._signal(signal.SIGCONT)
+
+    def stop(self, timeout: float = 30) -> None:
+        """The service's own clean stop (its stop signal), SIGKILL after ``timeout``."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self._signal(signal.SIGCONT)  # a paused process cannot act on SIGTERM
+        self._signal(self.stop_signal)
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill_group()
+
+    def kill_group(self) -> None:
+        """SIGKILL, to the whole process group when it leads one."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        if self.group:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        else:
+            self.proc.kill()
+        self.proc.wait(timeout=30)
+
+    def _signal(self, sig: int) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            if self.group:
+                os.killpg(self.proc.pid, sig)
+            else:
+                self.proc.send_signal(sig)
+
+
+def mariadb_argv(folder: Path, port: int) -> list[str]:
+    """A MariaDB server of the caller's own in ``folder`` (created on first use, root without a
+    password, loopback only), so a benchmark can stop and hang it without touching the machine's."""
+    data = folder / "data"
+    if not data.exists():
+        subprocess.run(
+            [
+                "mariadb-install-db",
+                "--no-defaults",
+                f"--datadir={data}",
+                "--user=root",
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+            ],
+            check=True,
+            capture_output=True,
+        )
+    return [
+        "mariadbd",
+        "--no-defaults",
+        f"--datadir={data}",
+        "--user=root",
+        f"--port={port}",
+        "--bind-address=127.0.0.1",
+        f"--socket={folder / 'mariadb.sock'}",
+        f"--pid-file={folder / 'mariadb.pid'}",
+        "--innodb-buffer-pool-size=128M",
+        "--skip-log-bin",
+    ]
+
+
+def redis_argv(folder: Path, port: int) -> list[str]:
+    """A Redis server of the caller's own: loopback, nothing kept on disk (as the machine's)."""
+    return [
+        "redis-server",
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        str(folder),
+    ]
+
+
+def milvus_lite_argv(folder: Path, port: int) -> list[str]:
+    """``milvus-lite server`` (the embedded store served over gRPC) with its data in ``folder``."""
+    return [
+        str(Path(sys.executable).parent / "milvus-lite"),
+        "server",
+        "--data-dir",
+        str(folder),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]

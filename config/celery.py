@@ -41,3 +41,12 @@ def _warm_up_pool_process(**kwargs) -> None:
     from retrieval.warmup import process_warm_up
 
     process_warm_up()
+
+
+@signals.worker_init.connect
+def _survive_broker_restarts(**kwargs) -> None:
+    # See config/celery_reconnect.py: Celery 5.7.0 ends the worker when Redis restarts while it
+    # holds an unacknowledged message.
+    from config.celery_reconnect import guard_consumer_reconnect
+
+    guard_consumer_reconnect()

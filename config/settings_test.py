@@ -14,7 +14,7 @@ os.environ.setdefault("DEBUG", "true")
 from config.settings import *  # noqa: F403
 
 # A database of its own per test run, so parallel runs on one MariaDB never collide.
-if DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":  # noqa: F405
+if DATABASES["default"]["ENGINE"] == "config.db.mysql":  # noqa: F405
     DATABASES["default"]["TEST"]["NAME"] = f"test_agentkb_{os.getpid()}"  # noqa: F405
 
 # Fast password hashing: tests create many users.

@@ -183,7 +183,10 @@ class VectorStore:
     def is_embedded(self) -> bool:
         return not self.uri.startswith(("http://", "https://", "tcp://", "grpc://"))
 
-    def client(self):
+    def client(self, connect_timeout: float | None = None):
+        """The pymilvus client, connected on first use within ``connect_timeout`` (default
+        MILVUS_TIMEOUT): a lookup's read that reconnects after a restart passes its own short
+        deadline, so a server that hangs just then cannot hold it for the whole MILVUS_TIMEOUT."""
         if self._client is None:
             with self._lock:
                 if self._client is None:
@@ -194,7 +197,7 @@ class VectorStore:
                     try:
                         # dedicated: pymilvus otherwise shares one channel per URI between clients
                         # and keeps it after close(), so a reset could never replace a dead one.
-                        kwargs: dict[str, Any] = {"uri": self.uri, "timeout": self.timeout}
+                        kwargs: dict[str, Any] = {"uri": self.uri, "timeout": connect_timeout or self.timeout}
                         if not self.is_embedded:
                             kwargs["dedicated"] = True
                         if self.token:
@@ -246,7 +249,7 @@ class VectorStore:
 
     def _call_once(self, fn_name: str, *args, **kwargs):
         try:
-            return getattr(self.client(), fn_name)(*args, **kwargs)
+            return getattr(self.client(kwargs.get("timeout")), fn_name)(*args, **kwargs)
         except VectorStoreError:
             raise
         except Exception as exc:
@@ -255,7 +258,12 @@ class VectorStore:
             text = str(exc).lower()
             if "released" in text or "not loaded" in text or "state 'loading'" in text:
                 try:
-                    self.client().load_collection(self.collection, timeout=self.timeout)
+                    # Within the call's own deadline: a lookup's search must not wait out a whole
+                    # MILVUS_TIMEOUT for a load (a server that hangs mid-load held lookups 12 s);
+                    # a load that takes longer goes on in the server, and a later call finds it
+                    # loaded.
+                    deadline = kwargs.get("timeout") or self.timeout
+                    self.client().load_collection(self.collection, timeout=deadline)
                     return getattr(self.client(), fn_name)(*args, **kwargs)
                 except Exception as again:
                     raise VectorStoreError(f"Milvus {fn_name} failed: {again}") from again

@@ -25,7 +25,7 @@ if _db["ENGINE"] == "django.db.backends.mysql":
     _db["OPTIONS"].setdefault("init_command", "SET sql_mode='STRICT_TRANS_TABLES'")
     # A hung server fails a request in seconds instead of holding it until gunicorn kills the
     # worker (the client's defaults wait forever); reads and writes get room for a slow query.
-    _db["OPTIONS"].setdefault("connect_timeout", env.int("DATABASE_CONNECT_TIMEOUT", default=3))
+    _db["OPTIONS"].setdefault("connect_timeout", env.int("DATABASE_CONNECT_TIMEOUT", default=2))
     _db["OPTIONS"].setdefault("read_timeout", env.int("DATABASE_READ_TIMEOUT", default=15))
     _db["OPTIONS"].setdefault("write_timeout", env.int("DATABASE_READ_TIMEOUT", default=15))
     _db.setdefault("TEST", {})
@@ -33,6 +33,9 @@ if _db["ENGINE"] == "django.db.backends.mysql":
     _db["TEST"].setdefault("COLLATION", "utf8mb4_unicode_ci")
     _db["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
     _db["CONN_HEALTH_CHECKS"] = True
+    # Django's backend with a circuit breaker on connecting: once the server has not answered,
+    # new connections fail at once for DEPENDENCY_BREAKER_SECONDS (config/db/mysql/base.py).
+    _db["ENGINE"] = "config.db.mysql"
 elif _db["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the web process read while the worker writes.
     _db.setdefault("OPTIONS", {})

@@ -39,7 +39,7 @@ from django.core.cache import cache
 from rest_framework.settings import api_settings
 from rest_framework.throttling import BaseThrottle
 
-from config.breaker import CircuitBreaker, CircuitOpen
+from config.breaker import CircuitOpen, redis_address, shared_breaker, shared_breakers_reset
 from config.redis_or_memory import RedisOrMemory
 from observability.prometheus import budget_refusal_count
 
@@ -88,18 +88,19 @@ class RedisWindow:
 
     def __init__(self) -> None:
         self._script = None
-        self.breaker = CircuitBreaker("Redis budget counter", cooldown=settings.DEPENDENCY_BREAKER_SECONDS)
 
     def spend(self, key: str, rate: Rate) -> float | None:
         import redis
         from django_redis import get_redis_connection
 
+        client = get_redis_connection("default")  # no I/O yet
+        # The one breaker of this Redis server: the action memory shares it.
+        breaker = shared_breaker(redis_address(client), "Redis", cooldown=settings.DEPENDENCY_BREAKER_SECONDS)
         try:
-            self.breaker.check()
+            breaker.check()
         except CircuitOpen:
             return None  # not counted, as when Redis fails: it failed moments ago
         try:
-            client = get_redis_connection("default")
             if self._script is None:
                 self._script = client.register_script(_SPEND_LUA)
             # A member unique to this call: two calls in one millisecond are two calls.
@@ -111,9 +112,9 @@ class RedisWindow:
             )
         except redis.RedisError as exc:
             logger.warning("budget %s not counted, Redis did not answer: %s", key, exc)
-            self.breaker.failed(exc)
+            breaker.failed(exc)
             return None
-        self.breaker.succeeded()
+        breaker.succeeded()
         return None if wait_ms < 0 else max(wait_ms, 0) / 1000
 
 
@@ -267,5 +268,6 @@ ToolTokenThrottle = AgentThrottle
 
 
 def budget_window_reset() -> None:
-    """Forget this process's counter (tests that swap the cache)."""
+    """Forget this process's counter and its servers' breakers (tests that swap the cache)."""
     _window.reset()
+    shared_breakers_reset()

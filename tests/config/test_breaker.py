@@ -76,3 +76,73 @@ def test_a_hung_redis_action_memory_costs_one_socket_timeout_then_fails_at_once(
         with pytest.raises(TrackerUnavailable, match="not asked again"):
             tracker.mark_many("s-1", [("d", "d/a.md")])
     assert time.monotonic() - started < 0.5
+
+
+def test_the_budget_counter_fails_at_once_once_the_action_memory_has_waited_on_the_same_redis(
+    hung_peer, settings
+):
+    # Given the action memory and the budget counter on one Redis that accepts and never answers
+    from retrieval.agents.throttling import Rate, RedisWindow, budget_window_reset
+    from tests.support.redis_settings import redis_point_at
+
+    url = f"redis://127.0.0.1:{hung_peer.port}/0"
+    redis_point_at(settings, url, timeout=1)
+    budget_window_reset()
+    try:
+        tracker = RedisTracker.from_url(url, ttl=60, breaker_seconds=30)
+        # When the action memory waits out its socket timeout once
+        with pytest.raises(TrackerUnavailable):
+            tracker.snapshot("s-1")
+        # Then the budget counter on that server does not wait out its own: one server, one
+        # breaker, so a lookup pays one timeout, not one per client
+        started = time.monotonic()
+        assert RedisWindow().spend("agent-1", Rate(calls=10, window_s=60)) is None  # let through uncounted
+        assert time.monotonic() - started < 0.5
+        assert hung_peer.accepted == 1
+    finally:
+        budget_window_reset()
+
+
+def test_a_hung_database_costs_one_connect_timeout_then_connections_fail_at_once(hung_peer, settings):
+    driver = pytest.importorskip("MySQLdb")  # the MySQL/MariaDB driver (mysqlclient); no server needed
+    from config.breaker import shared_breakers_reset
+    from config.db.mysql.base import DatabaseWrapper
+
+    # Given a MariaDB that accepts connections and never answers (its handshake never comes)
+    shared_breakers_reset()
+    wrapper = DatabaseWrapper(
+        {
+            "ENGINE": "config.db.mysql",
+            "NAME": "agentkb",
+            "USER": "root",
+            "PASSWORD": "",
+            "HOST": "127.0.0.1",
+            "PORT": hung_peer.port,
+            "OPTIONS": {"connect_timeout": 1},
+            "TIME_ZONE": None,
+            "CONN_MAX_AGE": 0,
+            "CONN_HEALTH_CHECKS": False,
+            "AUTOCOMMIT": True,
+            "ATOMIC_REQUESTS": False,
+            "TEST": {},
+        }
+    )
+    try:
+        # When a connection is attempted: it costs the connect timeout once
+        # (Django's ensure_connection calls get_new_connection; the test database guard forbids
+        # the former here)
+        params = wrapper.get_connection_params()
+        started = time.monotonic()
+        with pytest.raises(driver.OperationalError):
+            wrapper.get_new_connection(params)
+        assert 0.5 < time.monotonic() - started < 5
+        # Then the next attempts fail at once with the driver's error class (which the API
+        # answers as its JSON 503 naming the database), the server not asked again
+        started = time.monotonic()
+        for _ in range(5):
+            with pytest.raises(driver.OperationalError, match="not attempted"):
+                wrapper.get_new_connection(params)
+        assert time.monotonic() - started < 0.5
+        assert hung_peer.accepted == 1
+    finally:
+        shared_breakers_reset()

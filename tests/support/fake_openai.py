@@ -72,8 +72,11 @@ ReplyLike = Reply | str | dict | Callable[[dict], Any]
 
 
 class FakeOpenAI:
-    def __init__(self, *, responder: Callable[[dict], Any] | None = None, api_key: str | None = None):
+    def __init__(
+        self, *, responder: Callable[[dict], Any] | None = None, api_key: str | None = None, port: int = 0
+    ):
         self.responder = responder
+        self.bind_port = port  # 0: any free port
         self.api_key = api_key  # when set, other keys get 401 like the real API
         self.requests: list[RecordedRequest] = []
         self._queue: deque[ReplyLike] = deque()
@@ -88,7 +91,7 @@ class FakeOpenAI:
         class Handler(_Handler):
             owner = fake
 
-        server = _Server(("127.0.0.1", 0), Handler)
+        server = _Server(("127.0.0.1", self.bind_port), Handler)
         server.daemon_threads = True
         server.block_on_close = False  # a handler sleeping in a `delay` must not hold up stop()
         self._server = server
@@ -308,3 +311,33 @@ def _error(message: str, kind: str, code: str | None = None) -> dict:
 def _lower(headers) -> dict[str, str]:
     # HTTP header names are case-insensitive: recorded lower-case ("authorization").
     return {key.lower(): value for key, value in headers.items()}
+
+
+def summaries_responder(body: dict) -> dict:
+    """Answers the project's two summary prompts with JSON of their shape: a domain's guidance when
+    the system prompt asks for a description, else a document's covers."""
+    system = next((m.get("content") or "" for m in body.get("messages", []) if m.get("role") == "system"), "")
+    if '"description"' in system:
+        return {"when_to_retrieve": "问题涉及本域内容时检索", "description": "本域文档"}
+    return {"covers": ["文档内容"], "when_to_retrieve": "问到文档内容时检索"}
+
+
+def main() -> None:
+    """Serve in a process of its own (a benchmark stops it with SIGSTOP to hang it):
+    ``python -m tests.support.fake_openai --port N``: answers the summary prompts."""
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args()
+    # Blocked before the server's threads start, so that only sigwait below receives them.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    server = FakeOpenAI(responder=summaries_responder, port=args.port).start()
+    print(f"fake OpenAI endpoint at {server.base_url}", flush=True)
+    signal.sigwait({signal.SIGTERM, signal.SIGINT})
+    server.stop()
+
+
+if __name__ == "__main__":
+    main()

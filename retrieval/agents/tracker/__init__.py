@@ -21,6 +21,7 @@ import threading
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from config.breaker import shared_breakers_reset
 from retrieval.agents.tracker.base import RetrievedDocTracker, SessionRetrievals
 from retrieval.agents.tracker.memory import MemoryTracker
 from retrieval.agents.tracker.redis import RedisTracker, TrackerUnavailable
@@ -115,3 +116,4 @@ def reset_tracker() -> None:
     with _lock:
         _tracker = None
         _fallback = None
+    shared_breakers_reset()  # a breaker opened on the previous server is not the new one's

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 
 import redis
 
-from config.breaker import CircuitBreaker, CircuitOpen
+from config.breaker import CircuitOpen, redis_address, shared_breaker
 from retrieval.agents.tracker.base import RetrievedDocTracker, SessionRetrievals, memory_key_owner
 
 KEY_PREFIX = "agentkb:retrieval:"
@@ -86,7 +86,8 @@ class RedisTracker(RetrievedDocTracker):
         self.max_sessions_per_agent = max_sessions_per_agent
         # A Redis that hangs would cost every lookup its socket timeout (several calls each);
         # after one times out, the lookup goes memory-less (fallback store) at once.
-        self.breaker = CircuitBreaker("Redis action memory", cooldown=breaker_seconds)
+        # The one breaker of this Redis server: the budget counter shares it.
+        self.breaker = shared_breaker(redis_address(client), "Redis", cooldown=breaker_seconds)
         self._mark = client.register_script(_MARK_LUA)
 
     @classmethod
