@@ -65,6 +65,24 @@ def test_a_hung_milvus_costs_one_deadline_then_fails_at_once(hung_peer):
     assert store.guard.breaker.is_open
 
 
+def test_a_lookups_read_that_connects_to_a_hung_milvus_waits_its_read_deadline_not_the_write_one(hung_peer):
+    # Given a store whose connection is new (as after a restart of Milvus made it reconnect),
+    # with a long deadline for writes and a short one for the lookup's reads
+    store = VectorStore(
+        uri=f"http://127.0.0.1:{hung_peer.port}",
+        collection="c",
+        timeout=20.0,
+        read_timeout=1.0,
+        breaker_seconds=30,
+    )
+    # When a lookup's read finds the server hung (it connects, then nothing answers)
+    started = time.monotonic()
+    with pytest.raises(VectorStoreError):
+        store.ping()
+    # Then it costs about the read deadline (the connection within it too), not the writes' 20 s
+    assert time.monotonic() - started < 6
+
+
 def test_a_hung_redis_action_memory_costs_one_socket_timeout_then_fails_at_once(hung_peer):
     tracker = RedisTracker.from_url(f"redis://127.0.0.1:{hung_peer.port}/0", ttl=60, breaker_seconds=30)
     started = time.monotonic()
