@@ -229,8 +229,17 @@ class Bench:
         return [s for s in list(self.probes.health) if start <= s.sent < end]
 
     def settle(self, timeout: float = 90) -> bool:
-        """Wait until /healthz says 200 and a lookup is answered whole, both sent after now."""
-        return self.recovered_after(time.monotonic(), timeout) is not None
+        """Wait until /healthz says 200 and a lookup is answered whole, both sent after now; then
+        drop this process's own connections and breakers, which the last fault may have left
+        broken or open (this process uploads as the admin would, from a fresh start)."""
+        from django.db import connections
+
+        from config.breaker import shared_breakers_reset
+
+        settled = self.recovered_after(time.monotonic(), timeout) is not None
+        connections.close_all()
+        shared_breakers_reset()
+        return settled
 
     def recovered_after(self, since: float, timeout: float) -> float | None:
         deadline = since + timeout
@@ -277,7 +286,13 @@ class Bench:
         return outcome
 
     def row(
-        self, fault: str, part: str | None, t0: float, t1: float, back: float | None, upload: dict
+        self,
+        fault: str,
+        part: str | None,
+        t0: float,
+        t1: float,
+        back: float | None,
+        upload: dict | None = None,
     ) -> Row:
         during = self.lookups_between(t0, t1)
         health = self.health_between(t0, t1)
@@ -398,8 +413,9 @@ def worker_kill(bench: Bench, fault: str) -> Row:
     t0 = time.monotonic()
     worker.kill_group()
     worker.start()
-    t1 = time.monotonic()
     took = _wait_indexed(keys, 240)
+    # Lookups never needed the worker: the window is the whole time its documents waited.
+    t1 = time.monotonic()
     back = bench.recovered_after(t1, 30)
     row = bench.row(fault, None, t0, t1, back)
     row.uploads = (

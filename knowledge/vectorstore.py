@@ -413,9 +413,13 @@ class VectorStore:
         )
         self._loaded = True
 
-    def _ensure_loaded(self) -> None:
+    def _ensure_loaded(self, *, for_read: bool = False) -> None:
+        """Load the collection once per connection. A lookup's read (``for_read``) waits for the
+        load at most its read deadline: after Milvus restarts, each process reloads on its next
+        call, and a server that hangs just then must not hold a lookup for MILVUS_TIMEOUT."""
         if not self._loaded:
-            self._call("load_collection", self.collection)
+            options = {"timeout": self.guard.read_timeout} if for_read else {}
+            self._call("load_collection", self.collection, **options)
             self._loaded = True
 
     def drop(self) -> None:
@@ -541,7 +545,7 @@ class VectorStore:
         """Nearest chunks by squared L2 distance, closest first (of ``domain``: one, or a set; of
         ``doc_keys`` only, when given); ``with_text``: each hit carries its stored text (what
         lexical evidence reads)."""
-        self._ensure_loaded()
+        self._ensure_loaded(for_read=True)
         kwargs: dict[str, Any] = {
             "data": [[float(x) for x in vector]],
             "limit": top_k,
@@ -577,7 +581,7 @@ class VectorStore:
         """Milvus's BM25 alone on ``text``: (hit, BM25 score) pairs, best first; each hit's
         ``score`` is NaN (no vector was compared) and it carries its text. The BM25 score is
         positive, larger is better (milvus-lite 3.2.2 reports it negated, as a distance)."""
-        self._ensure_loaded()
+        self._ensure_loaded(for_read=True)
         kwargs: dict[str, Any] = {
             "data": [text],
             "anns_field": SPARSE_FIELD,
@@ -625,7 +629,7 @@ class VectorStore:
 
         if ranker not in RANKERS:
             raise ValueError(f"ranker must be one of {', '.join(RANKERS)}; got {ranker!r}")
-        self._ensure_loaded()
+        self._ensure_loaded(for_read=True)
         query = [float(x) for x in vector]
         expr = domain_filter(domain)
         requests = [
