@@ -118,6 +118,14 @@ def main() -> int:
     )
     parser.add_argument("--phase-seconds", type=float, default=20.0, help="two-agent mode: seconds a phase")
     parser.add_argument("--flood-threads", type=int, default=8, help="two-agent mode: flooding threads")
+    parser.add_argument(
+        "--flood-nice",
+        type=int,
+        default=0,
+        help="two-agent mode: lower the flooding process's CPU priority by this much (19: the "
+        "flooder's own client costs this machine's cores nothing the servers need, as when it runs "
+        "on its own machine)",
+    )
     args = parser.parse_args()
 
     run_id = uuid.uuid4().hex[:8]
@@ -410,8 +418,13 @@ def _mcp_session(port: int, key: str) -> str:
     return session
 
 
-def _flood(kind: str, web_port: int, mcp_port: int, key: str, seconds: float, threads: int) -> dict:
-    """Run in a process of its own: ``threads`` threads sending ``kind`` as fast as answered."""
+def _flood(
+    kind: str, web_port: int, mcp_port: int, key: str, seconds: float, threads: int, nice: int = 0
+) -> dict:
+    """Run in a process of its own: ``threads`` threads sending ``kind`` as fast as answered.
+    ``nice``: this process's CPU priority lowered by that much (--flood-nice)."""
+    if nice:
+        os.nice(nice)
     session = _mcp_session(mcp_port, key) if kind == "mcp-tools-list" else None
     statuses: Counter = Counter()
     lock = threading.Lock()
@@ -566,7 +579,14 @@ def _run_two_agents(
         with ProcessPoolExecutor(1, mp_context=spawn) as pool:
             # Give the flood a second's head start so the victim is timed under it from its first call.
             flood = pool.submit(
-                _flood, kind, web_port, mcp_port, key, args.phase_seconds + 2, args.flood_threads
+                _flood,
+                kind,
+                web_port,
+                mcp_port,
+                key,
+                args.phase_seconds + 2,
+                args.flood_threads,
+                args.flood_nice,
             )
             before = _cpu_seconds(servers)
             time.sleep(1.0)
@@ -598,7 +618,9 @@ def _report_two_agents(args, rows: list[dict], victim: str) -> int:
         + ("uvicorn workers (REST and MCP)" if args.asgi else "sync workers (REST) + uvicorn (MCP)")
         + " on MariaDB + Redis; "
         f"victim paced every {VICTIM_PACE_S:.2f}s per transport, {args.phase_seconds:.0f}s a phase, "
-        f"flooder {args.flood_threads} threads in its own process; budgets 600/min per agent, "
+        f"flooder {args.flood_threads} threads in its own process"
+        + (f" at nice {args.flood_nice}" if args.flood_nice else "")
+        + "; budgets 600/min per agent, "
         "60/min wrong keys per address"
     )
     alone = {t: pct(rows[0]["timings"][t], 50) for t in ("rest", "mcp")}

@@ -27,6 +27,7 @@ if settings.DEBUG:
 
     django_application = ASGIStaticFilesHandler(django_application)
 
+from retrieval.entrypoints.early_refusal import refuse_if_refused  # noqa: E402
 from retrieval.entrypoints.mcp_server import mcp_http_app  # noqa: E402  (needs the apps loaded above)
 
 MCP_PREFIX = "/mcp"
@@ -43,6 +44,10 @@ def application_build():
             scope["path"] == MCP_PREFIX or scope["path"].startswith(MCP_PREFIX + "/")
         ):
             await mcp_app(scope, receive, send)
+        elif scope["type"] == "http" and await refuse_if_refused(scope, send):
+            # An agent past its budget, refused again on the event loop, never queued behind
+            # the worker's one thread for Django (retrieval/entrypoints/early_refusal.py).
+            return
         else:
             await django_application(scope, receive, send)
 
