@@ -510,12 +510,19 @@ class VectorStore:
         finally:
             iterator.close()
 
-    def vectors(self, chunk_ids: list[str]) -> dict[str, list[float]]:
-        """The stored vectors of these chunks (missing ids are absent): for checks and repairs."""
+    def vectors(self, chunk_ids: list[str], *, for_read: bool = False) -> dict[str, list[float]]:
+        """The stored vectors of these chunks (missing ids are absent): for checks and repairs,
+        and for a lookup's chunks only BM25 found (``for_read``: within the read deadline, as the
+        lookup's search; a hung Milvus held such a lookup for the whole MILVUS_TIMEOUT)."""
+        options = {"timeout": self.guard.read_timeout} if for_read else {}
         found: dict[str, list[float]] = {}
         for start in range(0, len(chunk_ids), _DELETE_BATCH):
             rows = self._call(
-                "get", self.collection, ids=chunk_ids[start : start + _DELETE_BATCH], output_fields=["vector"]
+                "get",
+                self.collection,
+                ids=chunk_ids[start : start + _DELETE_BATCH],
+                output_fields=["vector"],
+                **options,
             )
             found.update({r["chunk_id"]: [float(x) for x in r["vector"]] for r in rows})
         return found

@@ -136,7 +136,7 @@ class FusedSearch:
         doc_keys: frozenset[str] | None,
     ) -> tuple[list[LexicalHit], dict[str, list[float]]]:
         lexical = self.lexical.search(tokens, top_k=top_k, domain=domains, doc_keys=doc_keys)
-        return lexical, (self.store.vectors([h.chunk_id for h in lexical]) if lexical else {})
+        return lexical, (self.store.vectors([h.chunk_id for h in lexical], for_read=True) if lexical else {})
 
     @staticmethod
     def _hits(

@@ -83,6 +83,23 @@ def test_a_lookups_read_that_connects_to_a_hung_milvus_waits_its_read_deadline_n
     assert time.monotonic() - started < 6
 
 
+def test_the_stored_vectors_a_lookup_fetches_wait_its_read_deadline_not_the_write_one(hung_peer):
+    # Given a store with a long deadline for writes and a short one for the lookup's reads
+    store = VectorStore(
+        uri=f"http://127.0.0.1:{hung_peer.port}",
+        collection="c",
+        timeout=20.0,
+        read_timeout=1.0,
+        breaker_seconds=30,
+    )
+    # When a lookup fetches the vectors of chunks only BM25 found, from a Milvus that hangs
+    started = time.monotonic()
+    with pytest.raises(VectorStoreError):
+        store.vectors(["a.md#0"], for_read=True)
+    # Then it costs about the read deadline (a hung Milvus held such lookups 10 s)
+    assert time.monotonic() - started < 6
+
+
 def test_a_hung_redis_action_memory_costs_one_socket_timeout_then_fails_at_once(hung_peer):
     tracker = RedisTracker.from_url(f"redis://127.0.0.1:{hung_peer.port}/0", ttl=60, breaker_seconds=30)
     started = time.monotonic()
