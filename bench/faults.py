@@ -319,7 +319,8 @@ class Bench:
             row.misses.append("a 500 or an answer that was not JSON")
         if back is None or (back > RECOVERY_BOUND_S and fault != "cold-start"):  # a start is not a recovery
             row.misses.append(f"recovery over {RECOVERY_BOUND_S:g} s")
-        if during and pct(seconds, 95) > LOOKUP_P95_BOUND_S:
+        # (A restart's lookups wait for the new workers: its bound is the first answers' cost.)
+        if during and pct(seconds, 95) > LOOKUP_P95_BOUND_S and fault != "cold-start":
             row.misses.append(f"lookup p95 over {LOOKUP_P95_BOUND_S:g} s")
         if part and (named is None or named.done - t0 > HEALTH_BOUND_S):
             row.misses.append(f"/healthz did not name {part} within {HEALTH_BOUND_S:g} s")
