@@ -34,7 +34,17 @@ class RedisServer:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
             cwd=self.folder,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
@@ -62,7 +72,9 @@ def own_broker(tmp_path, monkeypatch):
 
 def _send(url: str, queue: str, **options) -> str:
     with app.connection_for_write(url) as connection:
-        result = app.send_task("knowledge.pending_documents_requeue", connection=connection, queue=queue, **options)
+        result = app.send_task(
+            "knowledge.pending_documents_requeue", connection=connection, queue=queue, **options
+        )
     return result.id
 
 
