@@ -16,6 +16,7 @@ It lives in ``config``: it checks the whole service, not one app.
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import tempfile
 import threading
@@ -25,6 +26,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from pathlib import Path
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
@@ -171,10 +173,14 @@ def _may_see_details(request: HttpRequest, database_up: bool) -> bool:
 
 @never_cache
 @require_GET
-def healthz(request: HttpRequest) -> JsonResponse:
-    checks = run_checks()
+async def healthz(request: HttpRequest) -> JsonResponse:
+    # Async: under the ASGI workers every synchronous view of a process shares one thread, and
+    # waiting out a hung part (up to HEALTH_TIMEOUT) there held every lookup of that worker
+    # behind the probe. The checks wait in a thread of their own; only the short session read
+    # for staff details goes through the views' thread.
+    checks = await asyncio.to_thread(run_checks)
     down = [name for name, result in checks.items() if not result["ok"]]
-    if not _may_see_details(request, checks["database"]["ok"]):
+    if not await sync_to_async(_may_see_details)(request, checks["database"]["ok"]):
         checks = {name: {"ok": result["ok"]} for name, result in checks.items()}
     body = {"status": "ok" if not down else "unavailable", "down": down, "checks": checks}
     return JsonResponse(body, status=200 if not down else 503)

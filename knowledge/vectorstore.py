@@ -241,6 +241,11 @@ class VectorStore:
         except VectorStoreError as exc:
             if not _connection_lost(exc) or timed_out(exc):
                 raise
+            if self.guard.breaker.is_open:
+                # Another call of this process found the server not answering meanwhile (and its
+                # reset closed the channel this call was on): a new connection would only wait on
+                # it again (a hung Milvus held such lookups a connect and a call, 4-5 s).
+                raise
         # pymilvus keeps a channel that saw its server go away failing even after the server is
         # back ("Fail connecting to server"): drop it and try once on a new connection, so a
         # restarted Milvus is used again without restarting this process.
