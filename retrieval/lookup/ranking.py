@@ -103,11 +103,20 @@ def candidates_collect(
     lexical evidence for hits that carry their text (hybrid search). ``precise_if`` (the level
     model's rule) decides whether the unique L0 match is PRECISE; by default it always is (FS-2).
     """
-    by_key: dict[str, Candidate] = {}
-    for match in l0:
-        by_key[match.doc_key] = Candidate(
-            match.doc_key, match.domain, match.title, l0_terms=list(match.terms)
-        )
+    by_key = {m.doc_key: Candidate(m.doc_key, m.domain, m.title, l0_terms=list(m.terms)) for m in l0}
+    texts = _hits_merge(by_key, hits, thresholds)
+    for candidate in by_key.values():
+        _l1_level_set(candidate, texts.get(candidate.doc_key), terms, query_script, thresholds)
+    if l0_match_count == 1 and len(l0) == 1 and (precise_if is None or precise_if(l0[0])):
+        by_key[l0[0].doc_key].precise = True
+    return sorted(by_key.values(), key=_order_key)
+
+
+def _hits_merge(
+    by_key: dict[str, Candidate], hits: list[VectorHit], thresholds: Thresholds
+) -> dict[str, list[str]]:
+    """Fold L1's hits into the candidates (adding L1-only documents): each document's first hit
+    ranks it, its nearest chunk gives its similarity; returns the hits' texts by document."""
     texts: dict[str, list[str]] = {}
     for rank, hit in enumerate(hits):  # best first: the first hit of a document ranks it
         candidate = by_key.get(hit.doc_key)
@@ -123,46 +132,55 @@ def candidates_collect(
             candidate.bm25 = max(candidate.bm25 or 0.0, hit.lexical_score)
         if hit.text:
             texts.setdefault(hit.doc_key, []).append(hit.text)
-    for candidate in by_key.values():
-        if terms and candidate.doc_key in texts:
-            evidence = lexical_evidence(terms, "\n".join(texts[candidate.doc_key]), query_script=query_script)
-            if evidence is not None:
-                candidate.coverage = evidence.coverage
-                candidate.coverage_same_script = evidence.same_script
-        candidate.l1_level = l1_level_decide(
-            similarity=candidate.similarity,
-            coverage=candidate.coverage,
-            thresholds=thresholds,
-            can_lower=candidate.coverage_same_script,
-        )
-    if l0_match_count == 1 and len(l0) == 1 and (precise_if is None or precise_if(l0[0])):
-        by_key[l0[0].doc_key].precise = True
+    return texts
 
-    def order_key(c: Candidate) -> tuple:
-        if c.precise:
-            tier = 0
-        elif c.l1_level is not None:
-            tier = 1
-        elif c.via_l0:
-            tier = 2
-        else:
-            tier = 3
-        longest = max((len(t) for t in c.l0_terms), default=0)
-        strength = _LEVEL_STRENGTH.get(c.l1_level, 0)
-        evidence = (c.coverage if c.coverage is not None else NEUTRAL_COVERAGE) if tier == 1 else 0.0
-        order = c.l1_rank if tier == 1 and c.l1_rank is not None else 0
-        return (
-            tier,
-            -strength,
-            -evidence,
-            order,
-            -(c.similarity if c.similarity is not None else -1.0),
-            -longest,
-            c.title,
-            c.doc_key,
-        )
 
-    return sorted(by_key.values(), key=order_key)
+def _l1_level_set(
+    candidate: Candidate,
+    texts: list[str] | None,
+    terms: tuple[Term, ...] | None,
+    query_script: str | None,
+    thresholds: Thresholds,
+) -> None:
+    """The candidate's lexical evidence (from its hits' texts, when the search read them) and the
+    L1 level its similarity and evidence give."""
+    if terms and texts:
+        evidence = lexical_evidence(terms, "\n".join(texts), query_script=query_script)
+        if evidence is not None:
+            candidate.coverage = evidence.coverage
+            candidate.coverage_same_script = evidence.same_script
+    candidate.l1_level = l1_level_decide(
+        similarity=candidate.similarity,
+        coverage=candidate.coverage,
+        thresholds=thresholds,
+        can_lower=candidate.coverage_same_script,
+    )
+
+
+def _order_key(c: Candidate) -> tuple:
+    """The ranking of ``candidates_collect``'s docstring, as a sort key."""
+    if c.precise:
+        tier = 0
+    elif c.l1_level is not None:
+        tier = 1
+    elif c.via_l0:
+        tier = 2
+    else:
+        tier = 3
+    longest = max((len(t) for t in c.l0_terms), default=0)
+    strength = _LEVEL_STRENGTH.get(c.l1_level, 0)
+    evidence = (c.coverage if c.coverage is not None else NEUTRAL_COVERAGE) if tier == 1 else 0.0
+    order = c.l1_rank if tier == 1 and c.l1_rank is not None else 0
+    return (
+        tier,
+        -strength,
+        -evidence,
+        order,
+        -(c.similarity if c.similarity is not None else -1.0),
+        -longest,
+        c.title,
+        c.doc_key,
+    )
 
 
 @dataclass

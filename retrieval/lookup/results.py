@@ -98,34 +98,12 @@ def result_items_build(
     primary = returned[0]
     primary_doc = documents[primary.doc_key]
     primary_whole = primary_doc.content_len <= content_max_chars and primary.doc_key not in held
-    # Documents whose every chunk we read: L0 documents (to find the keyword) and a primary
-    # too long to send whole (for the window); the others need their one best chunk. Both
-    # queries below are answered from the (document_id, chunk_index) unique index.
-    full_ids = {documents[c.doc_key].id for c in returned if c.via_l0 or c.chunk_index is None}
-    if not primary_whole:
-        full_ids.add(primary_doc.id)
-    wanted = {
-        (documents[c.doc_key].id, c.chunk_index) for c in returned if documents[c.doc_key].id not in full_ids
-    }
-    fields = ("document_id", "chunk_index", "heading_path", "content", "pages")
-    rows: list[tuple] = []
-    if full_ids:
-        rows += DocumentChunk.objects.filter(document_id__in=full_ids).values_list(*fields)
-    if wanted:
-        candidates = DocumentChunk.objects.filter(
-            document_id__in={d for d, _ in wanted}, chunk_index__in={i for _, i in wanted}
-        ).values_list(*fields)
-        rows += [row for row in candidates if (row[0], row[1]) in wanted]
-    chunks_by_doc: dict[int, dict[int, _Chunk]] = {}
-    for document_id, index, heading_path, content, pages in rows:
-        chunks_by_doc.setdefault(document_id, {})[index] = _Chunk(index, heading_path, content, pages)
-
+    chunks_by_doc = _chunks_read(returned, documents, primary_doc.id, primary_whole)
     primary_content = None
     if primary_whole:
         primary_content = (
             ApiDocument.objects.filter(pk=primary_doc.id).values_list("content", flat=True).first() or ""
         )
-
     items = []
     carried: list[frozenset[int] | None] = []
     for position, candidate in enumerate(returned):
@@ -143,17 +121,50 @@ def result_items_build(
         else:
             content, parts = "", None
         carried.append(parts)
-        item = {
-            "title": document.title,
-            "domain": document.domain,
-            "docKey": document.doc_key,
-            "headingPath": chunk.heading_path if chunk else "",
-            "content": content,
-        }
-        if chunk is not None and chunk.pages:
-            item["pages"] = chunk.pages  # PDF pages / slides the chunk comes from: a citation
-        items.append(item)
+        items.append(_item(document, chunk, content))
     return ResultItems(items, carried)
+
+
+def _chunks_read(
+    returned: list[Candidate], documents: dict[str, DocumentRow], primary_id: int, primary_whole: bool
+) -> dict[int, dict[int, _Chunk]]:
+    """The chunks the items need, by document id and chunk index, in two queries."""
+    # Documents whose every chunk we read: L0 documents (to find the keyword) and a primary
+    # too long to send whole (for the window); the others need their one best chunk. Both
+    # queries below are answered from the (document_id, chunk_index) unique index.
+    full_ids = {documents[c.doc_key].id for c in returned if c.via_l0 or c.chunk_index is None}
+    if not primary_whole:
+        full_ids.add(primary_id)
+    wanted = {
+        (documents[c.doc_key].id, c.chunk_index) for c in returned if documents[c.doc_key].id not in full_ids
+    }
+    fields = ("document_id", "chunk_index", "heading_path", "content", "pages")
+    rows: list[tuple] = []
+    if full_ids:
+        rows += DocumentChunk.objects.filter(document_id__in=full_ids).values_list(*fields)
+    if wanted:
+        candidates = DocumentChunk.objects.filter(
+            document_id__in={d for d, _ in wanted}, chunk_index__in={i for _, i in wanted}
+        ).values_list(*fields)
+        rows += [row for row in candidates if (row[0], row[1]) in wanted]
+    chunks_by_doc: dict[int, dict[int, _Chunk]] = {}
+    for document_id, index, heading_path, content, pages in rows:
+        chunks_by_doc.setdefault(document_id, {})[index] = _Chunk(index, heading_path, content, pages)
+    return chunks_by_doc
+
+
+def _item(document: DocumentRow, chunk: _Chunk | None, content: str) -> dict:
+    """What the agent gets of one document."""
+    item = {
+        "title": document.title,
+        "domain": document.domain,
+        "docKey": document.doc_key,
+        "headingPath": chunk.heading_path if chunk else "",
+        "content": content,
+    }
+    if chunk is not None and chunk.pages:
+        item["pages"] = chunk.pages  # PDF pages / slides the chunk comes from: a citation
+    return item
 
 
 def _titles(candidates: list[Candidate], language: str | None = None) -> str:

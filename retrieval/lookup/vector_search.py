@@ -150,33 +150,40 @@ def l1_search(
     started = time.perf_counter()
     # The query's key terms (question words out), cut by the analyser the index was cut with.
     tokens = query_tokens(bm25_query_text(query)) if mode != "dense" else ()
-    search = chunk_search_for(store, mode)
-    # Too many documents for the search's own filter: kept here, from a larger fetch.
-    kept_here = doc_keys if doc_keys is not None and len(doc_keys) > DOC_KEYS_IN_SEARCH_MAX else None
-    try:
-        if doc_keys is not None and not doc_keys:
-            hits: tuple[ChunkHit, ...] = ()  # no document passes the condition: nothing to search
-        elif kept_here is None:
-            hits = search.search(
-                SearchQuery(query, embed, tokens), top_k=top_k, domains=domain, doc_keys=doc_keys
-            )
-        else:
-            fetched = search.search(
-                SearchQuery(query, embed, tokens), top_k=top_k * CONDITION_FETCH_FACTOR, domains=domain
-            )
-            hits = tuple(h for h in fetched if h.doc_key in kept_here)[:top_k]
-    except VectorStoreError:
-        # No collection yet means nothing was ever indexed: an empty result, not an outage.
-        if not store.exists():
-            hits = ()
-        else:
-            raise
+    hits = _hits_search(
+        chunk_search_for(store, mode), SearchQuery(query, embed, tokens), store, top_k, domain, doc_keys
+    )
     embed()  # every L1 reports its model, whatever the search asked
     search_ms = (time.perf_counter() - started) * 1000 - embedded["ms"]
     _hits.put(cache_key, hits, capacity=settings.RETRIEVAL_QUERY_CACHE_SIZE)
     return L1Result(
         hits, embedded["model"], embedded["ms"], search_ms, embedded["cached"], False, mode, engine
     )
+
+
+def _hits_search(
+    search: ChunkSearch,
+    query: SearchQuery,
+    store: VectorStore,
+    top_k: int,
+    domain: str | frozenset[str] | None,
+    doc_keys: frozenset[str] | None,
+) -> tuple[ChunkHit, ...]:
+    """The search itself, within a call's documents (``doc_keys``) when it names them."""
+    # Too many documents for the search's own filter: kept here, from a larger fetch.
+    kept_here = doc_keys if doc_keys is not None and len(doc_keys) > DOC_KEYS_IN_SEARCH_MAX else None
+    try:
+        if doc_keys is not None and not doc_keys:
+            return ()  # no document passes the condition: nothing to search
+        if kept_here is None:
+            return search.search(query, top_k=top_k, domains=domain, doc_keys=doc_keys)
+        fetched = search.search(query, top_k=top_k * CONDITION_FETCH_FACTOR, domains=domain)
+        return tuple(h for h in fetched if h.doc_key in kept_here)[:top_k]
+    except VectorStoreError:
+        # No collection yet means nothing was ever indexed: an empty result, not an outage.
+        if not store.exists():
+            return ()
+        raise
 
 
 def l1_caches_clear() -> None:
