@@ -571,22 +571,13 @@ def _services(work: Path, env: dict, ports: dict[str, int], workers: int) -> dic
         "--loglevel",
         "INFO",
     ]
+    # The loopback servers the faults stop and hang: each its own folder, port and log.
+    servers = {"mariadb": mariadb_argv, "redis": redis_argv, "milvus": milvus_lite_argv}
     return {
-        "mariadb": Child(
-            "mariadb",
-            mariadb_argv(work / "mariadb", ports["mariadb"]),
-            logs / "mariadb.log",
-            port=ports["mariadb"],
-        ),
-        "redis": Child(
-            "redis", redis_argv(work / "redis", ports["redis"]), logs / "redis.log", port=ports["redis"]
-        ),
-        "milvus": Child(
-            "milvus",
-            milvus_lite_argv(work / "milvus", ports["milvus"]),
-            logs / "milvus.log",
-            port=ports["milvus"],
-        ),
+        **{
+            name: Child(name, argv(work / name, ports[name]), logs / f"{name}.log", port=ports[name])
+            for name, argv in servers.items()
+        },
         "llm": Child(
             "llm",
             [sys.executable, "-m", "tests.support.fake_openai", "--port", str(ports["llm"])],
@@ -751,6 +742,7 @@ def main() -> int:
             row = RUNNERS[fault](bench, fault)
             print(f"{fault}: {row}", flush=True)
             rows.append(row)
+        bench.settle()  # the last fault's effects on this process's own connections go too
         probes.stop()
         indexed = _wait_indexed(bench.accepted, 300)
         final = _check_index(env)

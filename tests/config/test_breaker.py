@@ -21,6 +21,17 @@ def hung_peer():
     peer.close()
 
 
+def _hung_store(peer: HungPeer, *, timeout: float, read_timeout: float = 1.0) -> VectorStore:
+    """A store on a peer that accepts connections and never answers (a hung Milvus)."""
+    return VectorStore(
+        uri=f"http://127.0.0.1:{peer.port}",
+        collection="c",
+        timeout=timeout,
+        read_timeout=read_timeout,
+        breaker_seconds=30,
+    )
+
+
 def test_breaker_opens_after_a_failure_and_lets_a_call_through_after_the_cooldown():
     breaker = CircuitBreaker("thing", cooldown=0.3)
     breaker.check()  # closed: nothing raised
@@ -36,13 +47,7 @@ def test_breaker_opens_after_a_failure_and_lets_a_call_through_after_the_cooldow
 
 
 def test_a_hung_milvus_costs_one_deadline_then_fails_at_once(hung_peer):
-    store = VectorStore(
-        uri=f"http://127.0.0.1:{hung_peer.port}",
-        collection="c",
-        timeout=1.0,
-        read_timeout=1.0,
-        breaker_seconds=30,
-    )
+    store = _hung_store(hung_peer, timeout=1.0)
     started = time.monotonic()
     with pytest.raises(VectorStoreError):
         store.ping()
@@ -68,13 +73,7 @@ def test_a_hung_milvus_costs_one_deadline_then_fails_at_once(hung_peer):
 def test_a_lookups_read_that_connects_to_a_hung_milvus_waits_its_read_deadline_not_the_write_one(hung_peer):
     # Given a store whose connection is new (as after a restart of Milvus made it reconnect),
     # with a long deadline for writes and a short one for the lookup's reads
-    store = VectorStore(
-        uri=f"http://127.0.0.1:{hung_peer.port}",
-        collection="c",
-        timeout=20.0,
-        read_timeout=1.0,
-        breaker_seconds=30,
-    )
+    store = _hung_store(hung_peer, timeout=20.0)
     # When a lookup's read finds the server hung (it connects, then nothing answers)
     started = time.monotonic()
     with pytest.raises(VectorStoreError):
@@ -85,13 +84,7 @@ def test_a_lookups_read_that_connects_to_a_hung_milvus_waits_its_read_deadline_n
 
 def test_the_stored_vectors_a_lookup_fetches_wait_its_read_deadline_not_the_write_one(hung_peer):
     # Given a store with a long deadline for writes and a short one for the lookup's reads
-    store = VectorStore(
-        uri=f"http://127.0.0.1:{hung_peer.port}",
-        collection="c",
-        timeout=20.0,
-        read_timeout=1.0,
-        breaker_seconds=30,
-    )
+    store = _hung_store(hung_peer, timeout=20.0)
     # When a lookup fetches the vectors of chunks only BM25 found, from a Milvus that hangs
     started = time.monotonic()
     with pytest.raises(VectorStoreError):

@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from bench.processes import redis_argv
 from config.celery import app
 from tests.conftest import free_port, wait_for_port
 
@@ -34,17 +35,7 @@ class RedisServer:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            [
-                "redis-server",
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ],
+            redis_argv(self.folder, self.port),
             cwd=self.folder,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
