@@ -66,6 +66,7 @@ def _environment(args: argparse.Namespace) -> None:
         LLM_BASE_URL="",
         LOG_LEVEL="WARNING",
         API_THROTTLE_TOOL="1000000/min",
+        API_THROTTLE_TOOL_BURST="",
         DJANGO_SETTINGS_MODULE="config.settings",
     )
     os.environ.pop("REDIS_URL", None)

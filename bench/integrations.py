@@ -234,6 +234,7 @@ def main() -> None:
             CELERY_BROKER_URL="memory://",
             RETRIEVAL_TRACKER_BACKEND="memory",
             API_THROTTLE_TOOL="100000/min",
+            API_THROTTLE_TOOL_BURST="",
             LOG_LEVEL="WARNING",
         )
         os.environ.pop("REDIS_URL", None)

@@ -20,8 +20,8 @@ what the responses returned, and the union of what the recorded invocations say 
 
 Two-agent mode (``--two-agents``): what one agent flooding at full speed costs another. The same
 servers, plus ``uvicorn config.asgi`` (one process) for ``/mcp/``, as docs/integrations.md
-deploys MCP beside gunicorn; every budget at its default (API_THROTTLE_TOOL 600/min,
-API_THROTTLE_FAILED_AUTH 60/min). A victim agent paces its calls inside its budget: a REST lookup
+deploys MCP beside gunicorn; every budget at its default (API_THROTTLE_TOOL 600/min within
+API_THROTTLE_TOOL_BURST 20/s, API_THROTTLE_FAILED_AUTH 60/min). A victim agent paces its calls inside its budget: a REST lookup
 and an MCP ``tools/call lookup_knowledge`` about three times a second each, every one in a fresh
 session (a full lookup each time). It is timed alone, then while a flooder (a fresh agent each
 phase, ``--flood-threads`` threads in a process of their own, so the client's GIL does not weigh
@@ -145,6 +145,7 @@ def main() -> int:
         "AGENTKB_VAR_DIR": str(work / "var"),
         # Measuring the service, not the throttle; the two-agent mode measures both: defaults.
         "API_THROTTLE_TOOL": "600/min" if args.two_agents else "1000000/min",
+        "API_THROTTLE_TOOL_BURST": "20/s" if args.two_agents else "",
         "LOG_LEVEL": "WARNING",
     }
     env.pop("DEBUG", None)
@@ -427,35 +428,39 @@ def _flood(
         os.nice(nice)
     session = _mcp_session(mcp_port, key) if kind == "mcp-tools-list" else None
     statuses: Counter = Counter()
+    samples: dict = {}
     lock = threading.Lock()
     stop_at = time.monotonic() + seconds
 
-    def one() -> int:
+    def one() -> tuple[int, bytes]:
         if kind == "rest-lookup":
             # One-off queries (a known one plus a fresh word): each misses the query-vector and
             # search-hit caches and offers them a new key, the flood that would push out the
             # victim's entries from a plain LRU.
             query = f"{random.choice(QUERIES)} {uuid.uuid4().hex[:8]}"
             payload = {"query": query, "session_id": f"flood-{uuid.uuid4().hex}"}
-            return _request(web_port, "POST", "/api/tools/lookup_knowledge", key, payload)[0]
+            return _request(web_port, "POST", "/api/tools/lookup_knowledge", key, payload)
         if kind == "mcp-tools-list":
             listing = {"jsonrpc": "2.0", "id": next(_ids), "method": "tools/list"}
             return _request(
                 mcp_port, "POST", "/mcp/", key, listing, **MCP_HEADERS, **{"Mcp-Session-Id": session}
-            )[0]
+            )
         wrong = secrets.token_hex(20)  # a wrong key each time: nothing to learn from a cache
         return _request(
             web_port, "POST", "/api/tools/lookup_knowledge", wrong, {"query": "x", "session_id": "s"}
-        )[0]
+        )
 
     def loop() -> None:
         while time.monotonic() < stop_at:
             try:
-                status = one()
-            except OSError:
-                status = "connection error"
+                status, body = one()
+            except OSError as exc:
+                status, body = "connection error", str(exc).encode()
             with lock:
                 statuses[status] += 1
+                # What a server error said (the first of each status), to explain it
+                if (status == "connection error" or status >= 500) and status not in samples:
+                    samples[status] = body[:300].decode(errors="replace")
 
     started = time.perf_counter()
     pool = [threading.Thread(target=loop) for _ in range(threads)]
@@ -466,6 +471,7 @@ def _flood(
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return {
         "statuses": dict(statuses),
+        "samples": samples,
         "seconds": time.perf_counter() - started,
         "client_cpu": usage.ru_utime + usage.ru_stime,
     }
@@ -620,7 +626,7 @@ def _report_two_agents(args, rows: list[dict], victim: str) -> int:
         f"victim paced every {VICTIM_PACE_S:.2f}s per transport, {args.phase_seconds:.0f}s a phase, "
         f"flooder {args.flood_threads} threads in its own process"
         + (f" at nice {args.flood_nice}" if args.flood_nice else "")
-        + "; budgets 600/min per agent, "
+        + "; budgets 600/min (at most 20/s) per agent, "
         "60/min wrong keys per address"
     )
     alone = {t: pct(rows[0]["timings"][t], 50) for t in ("rest", "mcp")}
@@ -654,6 +660,9 @@ def _report_two_agents(args, rows: list[dict], victim: str) -> int:
             f"| {errors:>13} | {rate:>11} | {row['server_cpu']:12.1f} | {client_cpu:>13} "
             f"| {row['cache_hits']:>28} | {answers} |"
         )
+    for row in rows:
+        for status, body in ((row["flood"] or {}).get("samples") or {}).items():
+            print(f"  {row['phase']}: first {status} answer: {body}")
     cores = os.cpu_count()
     print(
         f"worst victim p50 under a flood: {worst:.2f}x its p50 alone (target: at most 2x); "

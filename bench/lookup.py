@@ -253,6 +253,7 @@ def run_size(n_chunks: int, args: argparse.Namespace) -> dict:
         "SECURE_SSL_REDIRECT": "false",
         "LOG_LEVEL": "WARNING",
         "API_THROTTLE_TOOL": "100000/min",
+        "API_THROTTLE_TOOL_BURST": "",
     }
     for name in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "RETRIEVAL_TRACKER_BACKEND"):
         os.environ.pop(name, None)

@@ -1,5 +1,9 @@
 """Django REST framework and the OpenAPI schema."""
 
+import re
+
+from django.core.exceptions import ImproperlyConfigured
+
 from config.env import env
 
 REST_FRAMEWORK = {
@@ -19,11 +23,29 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {
         # Per agent (the token's user); generous enough for agent loops, a stop for runaways.
         "tool": env.str("API_THROTTLE_TOOL", default="600/min"),
+        # Per agent, on top of "tool": at most this many calls in any second, so a minute's budget
+        # cannot arrive as one burst in front of every other agent's lookups. Empty: no cap.
+        "tool_burst": env.str("API_THROTTLE_TOOL_BURST", default="20/s"),
         # Per client address: presented keys that match no active agent (REST, MCP, Dify); past
         # it such requests are answered 429 instead of 401. A valid token is never refused by it.
         "failed_auth": env.str("API_THROTTLE_FAILED_AUTH", default="60/min"),
     },
 }
+
+# A rate is DRF's "<calls>/<period>" (period s, sec, m, min, h, hour, d, day): refused at start,
+# naming the setting, rather than at an agent's first call.
+_RATE = re.compile(r"^[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)$")
+for _setting, _scope in (
+    ("API_THROTTLE_TOOL", "tool"),
+    ("API_THROTTLE_TOOL_BURST", "tool_burst"),
+    ("API_THROTTLE_FAILED_AUTH", "failed_auth"),
+):
+    _raw = REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"][_scope]
+    if _raw and not _RATE.match(_raw):
+        raise ImproperlyConfigured(
+            f"{_setting} must be a rate such as 600/min or 20/s (calls per s, min, hour or day), "
+            f"or empty for no limit; got '{_raw}'"
+        )
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "agentkb API",

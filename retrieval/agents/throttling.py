@@ -1,5 +1,11 @@
-"""Budgets: one per agent (rate ``tool``, API_THROTTLE_TOOL), one per client address for keys that
-fail (rate ``failed_auth``, API_THROTTLE_FAILED_AUTH).
+"""Budgets: one per agent (rate ``tool``, API_THROTTLE_TOOL, within a burst cap ``tool_burst``,
+API_THROTTLE_TOOL_BURST), one per client address for keys that fail (rate ``failed_auth``,
+API_THROTTLE_FAILED_AUTH).
+
+Why a burst cap: a budget per minute alone lets an agent spend the whole minute's calls in its
+first second or two (600 lookups at once), and every other agent's lookups queue behind them for
+the CPU. The cap (20 a second by default, twice the budget's average rate) spreads a flood over
+the minute; an agent's own bursts of parallel tool calls stay well under it.
 
 Every agent-facing request spends from its agent's budget: the REST endpoints and Dify's
 (``DEFAULT_THROTTLE_CLASSES``: ``AgentThrottle``) and every request to MCP's ``/mcp``, whatever
@@ -23,6 +29,9 @@ sees it and changed in one atomic step:
   socket timeout and the next calls nothing until the cooldown ends;
 - anything else (the embedded default's locmem cache, one process): the same window in this
   process's memory, under a lock.
+
+A call must fit every window of its budget (the budget and its burst cap) and is counted in all or
+none, in the same one step.
 """
 
 from __future__ import annotations
@@ -47,6 +56,8 @@ logger = logging.getLogger(__name__)
 
 SCOPE = "tool"
 FAILED_AUTH_SCOPE = "failed_auth"
+#: A scope's burst cap is the rate of scope ``<scope>_burst`` (``tool_burst``: API_THROTTLE_TOOL_BURST).
+BURST_SUFFIX = "_burst"
 # DRF's rate periods (``600/min``): the first letter names the unit.
 _PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -68,28 +79,46 @@ def rate_for(scope: str) -> Rate | None:
 
 
 # --- the two counters ------------------------------------------------------------------------------
+# One script for every window of a budget (the budget and its burst cap): each window's expired
+# calls dropped, then either every window has room and the call is counted in all of them, or the
+# longest wait is returned and nothing is counted. KEYS[i] is window i; ARGV holds its calls and
+# length in ms, in pairs, then the call's member.
 _SPEND_LUA = """
-local calls, window_ms = tonumber(ARGV[1]), tonumber(ARGV[2])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window_ms)
-if redis.call('ZCARD', KEYS[1]) < calls then
-  redis.call('ZADD', KEYS[1], now, ARGV[3])
-  redis.call('PEXPIRE', KEYS[1], window_ms)
-  return -1
+local member = ARGV[#ARGV]
+local wait = -1
+for i = 1, #KEYS do
+  local calls, window_ms = tonumber(ARGV[2 * i - 1]), tonumber(ARGV[2 * i])
+  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now - window_ms)
+  local held = redis.call('ZCARD', KEYS[i])
+  if held >= calls then
+    -- free again when the (held - calls + 1)th oldest call leaves the window
+    local oldest = redis.call('ZRANGE', KEYS[i], held - calls, held - calls, 'WITHSCORES')
+    wait = math.max(wait, tonumber(oldest[2]) + window_ms - now)
+  end
 end
-local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-return tonumber(oldest[2]) + window_ms - now
+if wait >= 0 then
+  return wait
+end
+for i = 1, #KEYS do
+  redis.call('ZADD', KEYS[i], now, member)
+  redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[2 * i]))
+end
+return -1
 """
+
+#: A budget's windows: (counter key, rate) for each limit a call must fit.
+Windows = list[tuple[str, Rate]]
 
 
 class RedisWindow:
-    """The sliding window in Redis: one script call (one round trip) per spend."""
+    """The sliding windows in Redis: one script call (one round trip) per spend."""
 
     def __init__(self) -> None:
         self._script = None
 
-    def spend(self, key: str, rate: Rate) -> float | None:
+    def spend(self, windows: Windows) -> float | None:
         import redis
         from django_redis import get_redis_connection
 
@@ -105,13 +134,12 @@ class RedisWindow:
                 self._script = client.register_script(_SPEND_LUA)
             # A member unique to this call: two calls in one millisecond are two calls.
             member = os.urandom(8).hex()
+            args: list = [n for _, rate in windows for n in (rate.calls, int(rate.window_s * 1000))]
             wait_ms = self._script(
-                keys=[cache.make_key(key)],
-                args=[rate.calls, int(rate.window_s * 1000), member],
-                client=client,
+                keys=[cache.make_key(key) for key, _ in windows], args=[*args, member], client=client
             )
         except redis.RedisError as exc:
-            logger.warning("budget %s not counted, Redis did not answer: %s", key, exc)
+            logger.warning("budget %s not counted, Redis did not answer: %s", windows[0][0], exc)
             breaker.failed(exc)
             return None
         breaker.succeeded()
@@ -119,7 +147,7 @@ class RedisWindow:
 
 
 class MemoryWindow:
-    """The sliding window in this process: accepted calls' times per key, under one lock."""
+    """The sliding windows in this process: accepted calls' times per key, under one lock."""
 
     SWEEP_EVERY_S = 60.0
 
@@ -129,19 +157,25 @@ class MemoryWindow:
         self._swept = time.monotonic()
         self._longest_window_s = 0.0  # what the sweep keeps: the longest window any rate has
 
-    def spend(self, key: str, rate: Rate) -> float | None:
+    def spend(self, windows: Windows) -> float | None:
         now = time.monotonic()
         with self._lock:
-            self._longest_window_s = max(self._longest_window_s, rate.window_s)
+            self._longest_window_s = max([self._longest_window_s, *(rate.window_s for _, rate in windows)])
             if now - self._swept > self.SWEEP_EVERY_S:
                 self._sweep(now, self._longest_window_s)
-            calls = self._calls.setdefault(key, deque())
-            while calls and calls[0] <= now - rate.window_s:
-                calls.popleft()
-            if len(calls) < rate.calls:
-                calls.append(now)
-                return None
-            return calls[0] + rate.window_s - now
+            wait = None
+            for key, rate in windows:
+                calls = self._calls.setdefault(key, deque())
+                while calls and calls[0] <= now - rate.window_s:
+                    calls.popleft()
+                if len(calls) >= rate.calls:
+                    freed = calls[len(calls) - rate.calls] + rate.window_s - now
+                    wait = freed if wait is None else max(wait, freed)
+            if wait is not None:
+                return wait
+            for key, _ in windows:
+                self._calls[key].append(now)
+            return None
 
     def _sweep(self, now: float, window_s: float) -> None:
         # Keys whose last call left the window (agents gone quiet, addresses that tried once).
@@ -158,13 +192,21 @@ def budget_window() -> RedisWindow | MemoryWindow:
     return _window.get()
 
 
+def budget_rates(scope: str) -> tuple[Rate | None, Rate | None]:
+    """The rate of ``scope`` and of its burst cap (scope ``<scope>_burst``), as in force now."""
+    return rate_for(scope), rate_for(f"{scope}{BURST_SUFFIX}")
+
+
 def budget_spend(key: str, scope: str) -> float | None:
-    """Spend one call of budget ``key`` at the rate of ``scope``: None when allowed, else the
-    seconds until a call is free again (at least 1)."""
-    rate = rate_for(scope)
-    if rate is None:
+    """Spend one call of budget ``key`` at the rate of ``scope`` and within its burst cap, if one
+    is set: None when allowed, else the seconds until a call is free again (at least 1)."""
+    rate, burst = budget_rates(scope)
+    windows = [(f"budget:{scope}:{key}", rate)] if rate else []
+    if burst:
+        windows.append((f"budget:{scope}{BURST_SUFFIX}:{key}", burst))
+    if not windows:
         return None
-    wait = budget_window().spend(f"budget:{scope}:{key}", rate)
+    wait = budget_window().spend(windows)
     if wait is None:
         return None
     budget_refusal_count(scope)
@@ -204,18 +246,19 @@ class RefusedKeys:
     """Presented keys (by digest) whose agent this process refused, and until when: their next
     requests are refused again before the key is looked up in the database, the costliest step of
     a refusal (about half of it). Safe to trust until then, at the rate it was refused at: a
-    sliding window frees a call only as time passes (a changed API_THROTTLE_TOOL voids it). At
+    sliding window frees a call only as time passes (a changed API_THROTTLE_TOOL or
+    API_THROTTLE_TOOL_BURST voids it). At
     most MAX keys, the oldest forgotten first."""
 
     MAX = 10_000
 
     def __init__(self) -> None:
-        self._until: OrderedDict[str, tuple[float, Rate | None]] = OrderedDict()
+        self._until: OrderedDict[str, tuple[float, tuple[Rate | None, Rate | None]]] = OrderedDict()
         self._lock = threading.Lock()
 
     def remember(self, digest: str, wait: float) -> None:
         with self._lock:
-            self._until[digest] = (time.monotonic() + wait, rate_for(SCOPE))
+            self._until[digest] = (time.monotonic() + wait, budget_rates(SCOPE))
             self._until.move_to_end(digest)
             while len(self._until) > self.MAX:
                 self._until.popitem(last=False)
@@ -226,9 +269,9 @@ class RefusedKeys:
             remembered = self._until.get(digest)
             if remembered is None:
                 return None
-            until, rate = remembered
+            until, rates = remembered
             left = until - time.monotonic()
-            if left <= 0 or rate != rate_for(SCOPE):
+            if left <= 0 or rates != budget_rates(SCOPE):
                 del self._until[digest]
                 return None
         budget_refusal_count(SCOPE)  # refused again, without spending: still a refusal

@@ -124,7 +124,9 @@ def test_the_budget_counter_fails_at_once_once_the_action_memory_has_waited_on_t
         # Then the budget counter on that server does not wait out its own: one server, one
         # breaker, so a lookup pays one timeout, not one per client
         started = time.monotonic()
-        assert RedisWindow().spend("agent-1", Rate(calls=10, window_s=60)) is None  # let through uncounted
+        assert (
+            RedisWindow().spend([("agent-1", Rate(calls=10, window_s=60))]) is None
+        )  # let through uncounted
         assert time.monotonic() - started < 0.5
         assert hung_peer.accepted == 1
     finally:

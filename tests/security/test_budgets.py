@@ -181,3 +181,87 @@ def test_a_call_is_free_again_once_the_oldest_leaves_the_window(settings):
 
     time.sleep(1.1)
     assert [agent_budget_spend(budget_id) is None for _ in range(3)] == [True, True, False]
+
+
+# --- the burst cap ------------------------------------------------------------------------------------
+def test_a_burst_past_the_cap_is_refused_and_the_minute_budget_still_holds(settings):
+    # Given a budget of 5 calls a minute, at most 3 of them in any second
+    _rates(settings, tool="5/min", tool_burst="3/s")
+    budget_id = f"burst-{uuid.uuid4().hex}"
+    # When 5 calls arrive at once, then 3 are allowed and the rest told to wait about a second
+    waits = [agent_budget_spend(budget_id) for _ in range(5)]
+    assert [w is None for w in waits] == [True, True, True, False, False]
+    assert all(w is not None and 1 <= w <= 1.5 for w in waits[3:])
+    # When the second has passed, then the minute's 2 remaining calls are allowed (the refused ones
+    # counted in neither window), and after them the wait is the minute's
+    import time
+
+    time.sleep(1.1)
+    waits = [agent_budget_spend(budget_id) for _ in range(3)]
+    assert [w is None for w in waits] == [True, True, False]
+    assert waits[2] > 55
+
+
+def test_sixteen_threads_get_the_burst_cap_and_no_more(settings):
+    # Given a large budget a minute with a cap of 10 calls a second
+    _rates(settings, tool="1000/min", tool_burst="10/s")
+    budget_id = f"burst-race-{uuid.uuid4().hex}"
+    barrier = threading.Barrier(16)
+
+    def spend(_):
+        barrier.wait()
+        return [agent_budget_spend(budget_id) for _ in range(5)]
+
+    # When 16 threads spend 80 calls at once (well inside one second)
+    import time
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(16) as pool:
+        waits = [w for batch in pool.map(spend, range(16)) for w in batch]
+    # Then exactly the cap is allowed
+    if time.monotonic() - started < 1:
+        assert waits.count(None) == 10
+    assert waits.count(None) <= 20
+
+
+def test_an_empty_burst_setting_means_no_cap(settings):
+    _rates(settings, tool="50/min", tool_burst="")
+    budget_id = f"no-cap-{uuid.uuid4().hex}"
+    assert [agent_budget_spend(budget_id) is None for _ in range(51)] == [True] * 50 + [False]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_agent_past_its_burst_cap_gets_rests_429_and_is_served_again_a_second_later(settings):
+    # Given an agent whose cap is 2 calls a second
+    _rates(settings, tool="100/min", tool_burst="2/s")
+    rest = _client(tool_token_issue(name=f"burster-{uuid.uuid4().hex[:6]}").key)
+    # When it sends 3 calls at once, then the third is refused with the budget's 429
+    responses = [rest.get(PROMPT) for _ in range(3)]
+    assert [r.status_code for r in responses] == [200, 200, 429]
+    assert responses[2].json()["error"]["code"] == "throttled" and responses[2]["Retry-After"] == "1"
+    # And once the Retry-After has passed it is served again
+    import time
+
+    time.sleep(1.1)
+    assert rest.get(PROMPT).status_code == 200
+
+
+@pytest.mark.parametrize("name", ["API_THROTTLE_TOOL", "API_THROTTLE_TOOL_BURST", "API_THROTTLE_FAILED_AUTH"])
+def test_a_malformed_rate_is_refused_at_start_naming_the_setting(name):
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", name: "20/fortnight"}
+    out = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode != 0
+    assert f"{name} must be a rate such as 600/min or 20/s" in out.stderr and "'20/fortnight'" in out.stderr
