@@ -14,10 +14,13 @@ import logging
 import os
 
 from asgiref.sync import sync_to_async
-from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-django_application = get_asgi_application()
+from config.asgi_lanes import get_laned_asgi_application
+
+# Django's handler, on a few long-lived threads that keep their database connections
+# (config/asgi_lanes.py), not a thread and a connection per request.
+django_application = get_laned_asgi_application()
 
 from django.conf import settings  # noqa: E402
 
@@ -45,8 +48,8 @@ def application_build():
         ):
             await mcp_app(scope, receive, send)
         elif scope["type"] == "http" and await refuse_if_refused(scope, send):
-            # An agent past its budget, refused again on the event loop, never queued behind
-            # the worker's one thread for Django (retrieval/entrypoints/early_refusal.py).
+            # An agent past its budget, refused again on the event loop, never waiting for one
+            # of the process's threads for Django (retrieval/entrypoints/early_refusal.py).
             return
         else:
             await django_application(scope, receive, send)

@@ -174,10 +174,10 @@ def _may_see_details(request: HttpRequest, database_up: bool) -> bool:
 @never_cache
 @require_GET
 async def healthz(request: HttpRequest) -> JsonResponse:
-    # Async: under the ASGI workers every synchronous view of a process shares one thread, and
-    # waiting out a hung part (up to HEALTH_TIMEOUT) there held every lookup of that worker
-    # behind the probe. The checks wait in a thread of their own; only the short session read
-    # for staff details goes through the views' thread.
+    # Async: under the ASGI workers the synchronous views of a process share a few threads
+    # (config/asgi_lanes.py), and waiting out a hung part (up to HEALTH_TIMEOUT) on one of them
+    # held lookups behind the probe. The checks wait in a thread of their own; only the short
+    # session read for staff details goes through the views' threads.
     checks = await asyncio.to_thread(run_checks)
     down = [name for name, result in checks.items() if not result["ok"]]
     if not await sync_to_async(_may_see_details)(request, checks["database"]["ok"]):

@@ -49,3 +49,11 @@ elif _db["ENGINE"] == "django.db.backends.sqlite3":
     # Reuse connections here too: opening one per request (and closing the last one, which makes
     # SQLite checkpoint its WAL) cost lookups 5-20 ms each (bench/lookup.py at 1,000 chunks).
     _db["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
+
+# Under ASGI (uvicorn, gunicorn's uvicorn workers) each process runs Django's synchronous parts on
+# this many long-lived threads, one request at a time each, so their connections are kept as above
+# instead of opened per request (config/asgi_lanes.py). A process holds at most this many
+# connections; more concurrent requests wait on the event loop for a free thread.
+WEB_DJANGO_THREADS = env.int("WEB_DJANGO_THREADS", default=8)
+if WEB_DJANGO_THREADS < 1:
+    raise ImproperlyConfigured(f"WEB_DJANGO_THREADS must be at least 1; got {WEB_DJANGO_THREADS}")

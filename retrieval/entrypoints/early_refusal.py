@@ -1,8 +1,8 @@
 """Refuse an agent this process has just refused, before Django (ASGI only).
 
-Under the production command (uvicorn workers over ``config.asgi``) every synchronous piece of a
-Django request runs on one thread per worker: a flooding agent's requests, refused or not, queue
-there in front of every other agent's lookup. The MCP endpoint already refuses a key in
+Under the production command (uvicorn workers over ``config.asgi``) the synchronous pieces of
+Django requests run on a few threads per worker (``config/asgi_lanes.py``): a flooding agent's
+requests, refused or not, would take those threads in turn with every other agent's lookups. The MCP endpoint already refuses a key in
 ``retrieval.agents.throttling.refused_keys`` on the event loop; this does the same for the REST
 API, so an agent past its budget costs the others a dictionary lookup per request, not a place
 in the queue. The answer is REST's own 429 (``throttled``, ``Retry-After``); the refusal is

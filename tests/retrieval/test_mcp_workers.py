@@ -223,3 +223,35 @@ def test_an_agents_budget_is_counted_once_across_the_workers(corpus, production_
     assert statuses == [200, 202] + [200] * (budget - 2) + [429]
     assert response.json()["error"]["code"] == "throttled"
     assert int(response.headers["retry-after"]) >= 1
+
+
+def _server_connections() -> int:
+    """Connections the MariaDB server has accepted since it started (successful or not)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW GLOBAL STATUS LIKE 'Connections'")
+        return int(cursor.fetchone()[1])
+
+
+def test_the_workers_keep_their_database_connections_from_request_to_request(corpus, production_web):
+    # Given the production command, each worker running Django on two long-lived threads
+    agent = tool_token_issue(name=f"agent-{uuid.uuid4().hex[:6]}")
+    web = production_web(WEB_DJANGO_THREADS="2", API_THROTTLE_TOOL_BURST="")
+    headers = {"Authorization": f"Token {agent.key}"}
+    with httpx.Client(base_url=web.base_url, timeout=60) as warm:  # every worker has connected once
+        for _ in range(20):
+            assert warm.get("/api/prompts/executor", headers=headers).status_code == 200
+
+    # When 100 agent requests reach the four workers, each on a connection of its own
+    before = _server_connections()
+    statuses = []
+    for _ in range(100):
+        with httpx.Client(base_url=web.base_url, timeout=60) as client:
+            statuses.append(client.get("/api/prompts/executor", headers=headers).status_code)
+    opened = _server_connections() - before
+
+    # Then they are served over the connections the workers' threads already hold: at most one
+    # more per thread (4 x 2) and this test's own, not one per request (Django's ASGI handler: 100)
+    assert statuses == [200] * 100
+    assert opened <= 4 * 2 + 2, f"{opened} new database connections for 100 requests"
