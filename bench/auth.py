@@ -107,13 +107,8 @@ def _measure(rounds: int) -> list[tuple[str, tuple[float, float]]]:
     from rest_framework.test import APIRequestFactory
     from rest_framework.throttling import SimpleRateThrottle
 
-    from retrieval.agents.throttling import (
-        AgentThrottle,
-        MemoryWindow,
-        Rate,
-        agent_budget_id,
-        agent_budget_spend,
-    )
+    from retrieval.agents.budget_windows import MemoryWindow, Rate
+    from retrieval.agents.throttling import AgentThrottle, agent_budget_id, agent_budget_spend
     from retrieval.agents.tokens import AgentTokenAuthentication, token_digest, token_lookup, tool_token_issue
 
     issued = tool_token_issue(name=f"bench-{uuid.uuid4().hex[:6]}")

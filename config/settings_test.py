@@ -10,6 +10,9 @@ import tempfile
 
 os.environ.setdefault("AGENTKB_VAR_DIR", tempfile.mkdtemp(prefix="agentkb-test-"))
 os.environ.setdefault("DEBUG", "true")
+# Tests send calls faster than an agent loop does (dozens a second, here and in the servers they
+# start); the per-second burst cap is off unless a test sets it (tests/security/test_budgets.py).
+os.environ.setdefault("API_THROTTLE_TOOL_BURST", "")
 
 from config.settings import *  # noqa: F403
 

@@ -37,8 +37,8 @@ def _scope(path: str = "/healthz") -> dict:
     }
 
 
-async def _get(app, path: str = "/healthz") -> int:
-    sent: list[dict] = []
+async def _get(app, path: str = "/healthz", sent: list[dict] | None = None) -> int:
+    sent = [] if sent is None else sent
     body_sent = False
 
     async def receive():
@@ -143,6 +143,20 @@ def test_one_light_caller_keeps_to_one_lane(settings, seen):
     asyncio.run(requests())
     # Then the most recently freed lane serves the next request: one thread, one connection
     assert len(watched.threads) == 1 and len(watched.connections) == 1
+
+
+def test_the_middleware_chain_and_view_run_in_one_synchronous_step(settings):
+    # Given the handler: its chain is Django's sync chain (no hop to the event loop and back at
+    # each middleware), and the middleware still answer: an unknown API path is a JSON 404
+    import inspect
+
+    app = LanedASGIHandler()
+    assert not inspect.iscoroutinefunction(app._middleware_chain)
+    sent: list[dict] = []
+    asyncio.run(_get(app, "/api/no-such-endpoint", sent))
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    assert start["status"] == 404
+    assert (b"content-type", b"application/json") in [(k.lower(), v) for k, v in start["headers"]]
 
 
 def test_the_production_application_is_laned():

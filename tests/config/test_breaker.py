@@ -110,7 +110,8 @@ def test_the_budget_counter_fails_at_once_once_the_action_memory_has_waited_on_t
     hung_peer, settings
 ):
     # Given the action memory and the budget counter on one Redis that accepts and never answers
-    from retrieval.agents.throttling import Rate, RedisWindow, budget_window_reset
+    from retrieval.agents.budget_windows import Rate, RedisWindow
+    from retrieval.agents.throttling import budget_window_reset
     from tests.support.redis_settings import redis_point_at
 
     url = f"redis://127.0.0.1:{hung_peer.port}/0"

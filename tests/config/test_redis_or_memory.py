@@ -4,7 +4,8 @@ django-redis, else this process's memory; made on first use, kept, and made agai
 from __future__ import annotations
 
 from config.redis_or_memory import RedisOrMemory, several_processes_problem
-from retrieval.agents.throttling import MemoryWindow, RedisWindow, budget_window, budget_window_reset
+from retrieval.agents.budget_windows import MemoryWindow, RedisWindow, budget_window
+from retrieval.agents.throttling import budget_window_reset
 from retrieval.entrypoints.mcp_sessions import (
     MemorySessions,
     RedisSessions,
