@@ -30,6 +30,7 @@ if settings.DEBUG:
 
     django_application = ASGIStaticFilesHandler(django_application)
 
+from config.refusal_delay import RefusalDelay  # noqa: E402
 from retrieval.entrypoints.early_refusal import refuse_if_refused  # noqa: E402
 from retrieval.entrypoints.mcp_server import mcp_http_app  # noqa: E402  (needs the apps loaded above)
 
@@ -54,7 +55,9 @@ def application_build():
         else:
             await django_application(scope, receive, send)
 
-    return application
+    # Every 429 held a moment on the event loop: a client that ignores Retry-After slows itself
+    # (config/refusal_delay.py).
+    return RefusalDelay(application)
 
 
 def _lexical_engine_decide() -> None:

@@ -47,6 +47,15 @@ for _setting, _scope in (
             f"or empty for no limit; got '{_raw}'"
         )
 
+# Under ASGI every 429 is answered after this many milliseconds, on the event loop, so a client
+# that asks again the moment it is refused slows itself, not the server (config/refusal_delay.py).
+# 0: answer at once.
+API_REFUSAL_DELAY_MS = env.int("API_REFUSAL_DELAY_MS", default=250)
+if not 0 <= API_REFUSAL_DELAY_MS <= 10_000:
+    raise ImproperlyConfigured(
+        f"API_REFUSAL_DELAY_MS must be between 0 and 10000 milliseconds; got {API_REFUSAL_DELAY_MS}"
+    )
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "agentkb API",
     "DESCRIPTION": "Knowledge retrieval for LLM agents: the lookup_knowledge tool and its companions.",

@@ -1,6 +1,7 @@
 """An agent past its budget is refused over REST on the ASGI event loop, before Django: under the
-production command every Django request of a worker waits for that worker's one thread, so a
-flood's refusals must not take a place in that queue (retrieval/entrypoints/early_refusal.py)."""
+production command Django's requests take turns on a few threads per worker, so a flood's
+refusals must not take a turn there (retrieval/entrypoints/early_refusal.py); and each 429 is
+sent after API_REFUSAL_DELAY_MS, waiting on the event loop (config/refusal_delay.py)."""
 
 from __future__ import annotations
 
@@ -53,9 +54,12 @@ def test_an_agent_refused_once_is_refused_again_before_django_with_the_same_answ
     assert by_django.status_code == 429
     reached = len(django_requests)
 
-    # Then its next requests are refused without reaching Django, with the same answer
+    # Then its next requests are refused without reaching Django, with the same answer, each
+    # after the refusal delay
+    settings.API_REFUSAL_DELAY_MS = 300
     for scheme in ("Token", "Bearer"):
         again = httpx.get(url, headers={"Authorization": f"{scheme} {key}"}, timeout=30)
+        assert again.elapsed.total_seconds() >= 0.3
         assert again.status_code == 429
         assert again.json()["error"]["code"] == by_django.json()["error"]["code"] == "throttled"
         assert int(again.headers["retry-after"]) >= 1
