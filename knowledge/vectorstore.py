@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +62,8 @@ _PROP_DIM = "agentkb.dim"
 _DELETE_BATCH = 500
 # Rows per upsert call: keeps one request well under gRPC's message limit at 1024-d.
 _UPSERT_BATCH = 500
+#: How long a store trusts its last check that the collection exists and fits the model.
+ENSURED_FOR_S = 60.0
 # Counts and id lists (repairs, check_index, tests) see every write before them: a Milvus server's
 # default (Bounded) answers from a view up to seconds old, missing a delete just made. Searches
 # keep the default.
@@ -177,6 +180,8 @@ class VectorStore:
         self._loaded = False
         self._version: str | None = None
         self._capabilities: MilvusCapabilities | None = None
+        # (dim, model) this process last found the collection built for, and when (monotonic)
+        self._ensured: tuple[tuple[int, str], float] | None = None
 
     # --- connection ------------------------------------------------------------------------
     @property
@@ -219,6 +224,7 @@ class VectorStore:
             self._loaded = False
             self._version = None
             self._capabilities = None
+            self._ensured = None
 
     def _call(self, fn_name: str, *args, **kwargs):
         """Call a client method within its deadline, unless the breaker is open (a call failed
@@ -357,7 +363,19 @@ class VectorStore:
         return missing
 
     def ensure_collection(self, *, dim: int, model_name: str) -> None:
-        """Create the collection if missing; refuse one built for another model or dimension."""
+        """Create the collection if missing; refuse one built for another model or dimension.
+
+        Checked at most every ENSURED_FOR_S per store for the same model: the check is four
+        round trips (about 50 ms on milvus-lite), and a bulk ingest asks before every batch
+        (200 µs a chunk). A collection dropped or rebuilt meanwhile by another process fails the
+        next write, which is retried; ``drop`` and ``reset`` here forget the check at once."""
+        ensured = self._ensured
+        if ensured and ensured[0] == (dim, model_name) and time.monotonic() - ensured[1] < ENSURED_FOR_S:
+            return
+        self._ensure_collection(dim=dim, model_name=model_name)
+        self._ensured = ((dim, model_name), time.monotonic())
+
+    def _ensure_collection(self, *, dim: int, model_name: str) -> None:
         if self.exists():
             existing_model, existing_dim = self.describe_embedding()
             if existing_dim != dim or (existing_model and existing_model != model_name):
@@ -431,6 +449,7 @@ class VectorStore:
         if self.exists():
             self._call("drop_collection", self.collection)
         self._loaded = False
+        self._ensured = None
 
     # --- rows ------------------------------------------------------------------------------
     def upsert(self, rows: list[ChunkVector]) -> None:
@@ -447,7 +466,7 @@ class VectorStore:
         data = [
             {
                 "chunk_id": r.chunk_id,
-                "vector": [float(x) for x in r.vector],
+                "vector": _floats(r.vector),
                 "domain": r.domain,
                 "doc_key": r.doc_key,
                 "chunk_index": int(r.chunk_index),
@@ -730,6 +749,14 @@ def get_vector_store() -> VectorStore:
                     flush_after_write=settings.MILVUS_FLUSH_AFTER_WRITE,
                 )
     return _store
+
+
+def _floats(vector) -> list[float]:
+    """A vector as the list of Python floats pymilvus sends. The pipeline's rows already are
+    (``ndarray.tolist()``): converting 512 floats again cost about 60 µs a chunk."""
+    if type(vector) is list and (not vector or type(vector[0]) is float):
+        return vector
+    return [float(x) for x in vector]
 
 
 def reset_vector_store() -> None:

@@ -95,6 +95,46 @@ def test_another_model_or_dimension_is_refused_with_the_fix_named(vector_store):
         vector_store.ensure_collection(dim=4, model_name="model-b")
 
 
+def test_the_collection_check_is_made_once_a_minute_per_model_and_forgotten_on_drop(
+    vector_store, monkeypatch
+):
+    import knowledge.vectorstore as vs
+
+    calls: list[str] = []
+    real_call = vector_store._call
+
+    def counted(method, *args, **kwargs):
+        calls.append(method)
+        return real_call(method, *args, **kwargs)
+
+    monkeypatch.setattr(vector_store, "_call", counted)
+    # Given a collection checked once
+    vector_store.ensure_collection(dim=4, model_name="model-a")
+    # When a bulk ingest asks again before each batch, then Milvus is not asked again
+    checked = len(calls)
+    for _ in range(5):
+        vector_store.ensure_collection(dim=4, model_name="model-a")
+    assert len(calls) == checked
+    # But another model is checked (and refused) at once
+    with pytest.raises(VectorStoreMismatch, match="model-b"):
+        vector_store.ensure_collection(dim=4, model_name="model-b")
+    # After a drop here the collection is made again
+    vector_store.drop()
+    vector_store.ensure_collection(dim=4, model_name="model-a")
+    assert vector_store.exists()
+    # And once the check is older than ENSURED_FOR_S it is made again: a collection rebuilt for
+    # another model meanwhile (by another process) is refused
+    from knowledge.vectorstore import VectorStore
+
+    other = VectorStore(uri=vector_store.uri, collection=vector_store.collection)
+    other.drop()
+    other.ensure_collection(dim=8, model_name="model-c")
+    monkeypatch.setattr(vs, "ENSURED_FOR_S", 0.0)
+    with pytest.raises(VectorStoreMismatch, match="model-c"):
+        vector_store.ensure_collection(dim=4, model_name="model-a")
+    other.reset()
+
+
 # --- hybrid search: dense + BM25 in one Milvus request ------------------------------------------
 def _text_row(doc_key, vec, text, domain="infra"):
     return ChunkVector(
