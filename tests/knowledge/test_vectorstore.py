@@ -135,6 +135,52 @@ def test_the_collection_check_is_made_once_a_minute_per_model_and_forgotten_on_d
     other.reset()
 
 
+def test_writes_are_flushed_on_milvus_lite_only_and_searched_at_once_either_way(vector_store, monkeypatch):
+    # Given the default (MILVUS_FLUSH_AFTER_WRITE=auto)
+    assert vector_store.flush_after_write is None
+    calls: list[str] = []
+    real_call = vector_store._call
+
+    def counted(method, *args, **kwargs):
+        calls.append(method)
+        return real_call(method, *args, **kwargs)
+
+    vector_store.ensure_collection(dim=4, model_name="test")
+    monkeypatch.setattr(vector_store, "_call", counted)
+    # When rows are written: a flush on milvus-lite (it scans unflushed rows slowly), none on a
+    # Milvus server (seconds each, and it needs none)
+    vector_store.upsert([_row("a.md", 0, _unit([1, 0, 0, 0])), _row("b.md", 0, _unit([0, 1, 0, 0]))])
+    assert ("flush" in calls) == vector_store.is_lite
+    # Then this process finds them at once, flushed or not
+    assert [h.doc_key for h in vector_store.search(_unit([1, 0, 0, 0]), top_k=2)] == ["a.md", "b.md"]
+    assert {e.chunk_id for e in vector_store.entries()} == {"a.md#0", "b.md#0"}
+    # And the setting forces either way
+    vector_store.flush_after_write = False
+    calls.clear()
+    vector_store.upsert([_row("c.md", 0, _unit([0, 0, 1, 0]))])
+    assert "flush" not in calls
+
+
+def test_a_malformed_flush_setting_is_refused_at_start():
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "MILVUS_FLUSH_AFTER_WRITE": "sometimes"}
+    out = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode != 0
+    assert "MILVUS_FLUSH_AFTER_WRITE must be auto, true or false; got 'sometimes'" in out.stderr
+
+
 # --- hybrid search: dense + BM25 in one Milvus request ------------------------------------------
 def _text_row(doc_key, vec, text, domain="infra"):
     return ChunkVector(
