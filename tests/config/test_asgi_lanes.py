@@ -168,19 +168,7 @@ def test_the_production_application_is_laned():
 
 
 def test_a_thread_count_below_one_is_refused_at_start():
-    import os
-    import subprocess
-    import sys
+    from tests.support.settings_start import django_setup
 
-    from tests.conftest import REPO
-
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "WEB_DJANGO_THREADS": "0"}
-    out = subprocess.run(
-        [sys.executable, "-c", "import django; django.setup()"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = django_setup({"WEB_DJANGO_THREADS": "0"})
     assert out.returncode != 0 and "WEB_DJANGO_THREADS must be at least 1; got 0" in out.stderr

@@ -1,21 +1,10 @@
 import os
-import subprocess
-import sys
 
-from tests.conftest import REPO
+from tests.support.settings_start import django_setup
 
 
-def _django_setup(env_overrides: dict[str, str]) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "ALLOWED_HOSTS", "DEBUG"}}
-    env.update({"DJANGO_SETTINGS_MODULE": "config.settings", **env_overrides})
-    return subprocess.run(
-        [sys.executable, "-c", "import django; django.setup()"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+def _django_setup(env_overrides: dict[str, str]):
+    return django_setup(env_overrides, without=("SECRET_KEY", "ALLOWED_HOSTS", "DEBUG"))
 
 
 def test_production_without_secret_key_stops_with_the_variable_named():

@@ -162,21 +162,9 @@ def test_writes_are_flushed_on_milvus_lite_only_and_searched_at_once_either_way(
 
 
 def test_a_malformed_flush_setting_is_refused_at_start():
-    import os
-    import subprocess
-    import sys
+    from tests.support.settings_start import django_setup
 
-    from tests.conftest import REPO
-
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "MILVUS_FLUSH_AFTER_WRITE": "sometimes"}
-    out = subprocess.run(
-        [sys.executable, "-c", "import django; django.setup()"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = django_setup({"MILVUS_FLUSH_AFTER_WRITE": "sometimes"})
     assert out.returncode != 0
     assert "MILVUS_FLUSH_AFTER_WRITE must be auto, true or false; got 'sometimes'" in out.stderr
 

@@ -62,15 +62,9 @@ def test_staff_signed_in_may_scrape_and_other_users_may_not(admin_client, django
 
 
 def test_a_short_scrape_token_stops_start_up():
-    env = {**os.environ, "METRICS_TOKEN": "short", "DJANGO_SETTINGS_MODULE": "config.settings"}
-    done = subprocess.run(
-        [sys.executable, "-c", "import django; django.setup()"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    from tests.support.settings_start import django_setup
+
+    done = django_setup({"METRICS_TOKEN": "short"})
     assert done.returncode != 0 and "METRICS_TOKEN must be at least 32 characters" in done.stderr
 
 

@@ -248,20 +248,8 @@ def test_an_agent_past_its_burst_cap_gets_rests_429_and_is_served_again_a_second
 
 @pytest.mark.parametrize("name", ["API_THROTTLE_TOOL", "API_THROTTLE_TOOL_BURST", "API_THROTTLE_FAILED_AUTH"])
 def test_a_malformed_rate_is_refused_at_start_naming_the_setting(name):
-    import os
-    import subprocess
-    import sys
+    from tests.support.settings_start import django_setup
 
-    from tests.conftest import REPO
-
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", name: "20/fortnight"}
-    out = subprocess.run(
-        [sys.executable, "-c", "import django; django.setup()"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = django_setup({name: "20/fortnight"})
     assert out.returncode != 0
     assert f"{name} must be a rate such as 600/min or 20/s" in out.stderr and "'20/fortnight'" in out.stderr
