@@ -108,6 +108,36 @@ def test_a_document_whose_swap_fails_after_the_upsert_fails_alone_and_its_vector
     _assert_milvus_matches_chunk_rows(vector_store)
 
 
+
+def test_a_batch_is_swapped_in_the_same_few_queries_whatever_its_size(vector_store, monkeypatch):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    real = indexing._swapped_together
+    swaps: list[tuple[int, int, bool]] = []
+
+    def counted(runs, timings):
+        with CaptureQueriesContext(connection) as queries:
+            together = real(runs, timings)
+        swaps.append((len(runs), len(queries.captured_queries), together))
+        return together
+
+    monkeypatch.setattr(indexing, "_swapped_together", counted)
+    # Given a batch of 2 documents, then one of 7 (re-uploads of the first two among them)
+    documents_upload(files=_upload(2))
+    documents_upload(files=_upload(7, sections=3))
+
+    # Then each batch was swapped together, in the same number of queries
+    assert [(n, together) for n, _, together in swaps] == [(2, True), (7, True)]
+    assert swaps[0][1] == swaps[1][1]
+    # And the result is what a swap per document gives: every document INDEXED, its chunk rows
+    # those of its latest version, Milvus holding exactly them (the re-uploads' surplus pruned)
+    assert set(ApiDocument.objects.values_list("status", flat=True)) == {"INDEXED"}
+    for document in ApiDocument.objects.all():
+        assert document.chunk_count == document.chunks.count() > 0
+        assert document.indexed_at is not None and document.error == ""
+    _assert_milvus_matches_chunk_rows(vector_store)
+
 def _spy_upsert(real, bad_id: list[int], vector_store):
     """Pick the batch's second document as the one whose swap fails, and check its vectors
     really were in Milvus before the failure (so the test shows they were removed)."""
