@@ -108,7 +108,6 @@ def test_a_document_whose_swap_fails_after_the_upsert_fails_alone_and_its_vector
     _assert_milvus_matches_chunk_rows(vector_store)
 
 
-
 def test_a_batch_is_swapped_in_the_same_few_queries_whatever_its_size(vector_store, monkeypatch):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
@@ -137,6 +136,7 @@ def test_a_batch_is_swapped_in_the_same_few_queries_whatever_its_size(vector_sto
         assert document.chunk_count == document.chunks.count() > 0
         assert document.indexed_at is not None and document.error == ""
     _assert_milvus_matches_chunk_rows(vector_store)
+
 
 def _spy_upsert(real, bad_id: list[int], vector_store):
     """Pick the batch's second document as the one whose swap fails, and check its vectors
