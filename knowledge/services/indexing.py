@@ -358,87 +358,16 @@ def _upsert(
 
 
 def _swap(run: _Run, timings: dict[str, float]) -> None:
-    """The new chunk rows, text and status in one transaction; lookups see all or nothing."""
-    started = time.perf_counter()
-    document_id, prepared = run.document_id, run.prepared
-    with transaction.atomic():
-        current = ApiDocument.objects.select_for_update().filter(id=document_id).first()
-        if current is None:
-            run.result = IndexResult(status=GONE)
-        elif current.content_hash != run.version:
-            # Re-uploaded while we worked: that upload queued its own run, which (holding the same
-            # lock after us) overwrites these vectors and removes the surplus.
-            run.result = IndexResult(status=SUPERSEDED)
-        else:
-            previous = DocumentChunk.objects.filter(document_id=document_id)
-            run.stale_ids = [
-                chunk_id_for(run.doc_key, i)
-                for i in previous.values_list("chunk_index", flat=True)
-                if i >= len(run.chunks)
-            ]
-            previous.delete()
-            DocumentChunk.objects.bulk_create(chunk_rows(document_id, run.chunks))
-            current.status = INDEXED
-            current.error = ""
-            current.chunk_count = len(run.chunks)
-            current.indexed_at = timezone.now()
-            current.index_lease_until = None
-            version_fields = document_version_apply(current=current, prepared=prepared)
-            current.save(
-                update_fields=[
-                    "status",
-                    "error",
-                    "chunk_count",
-                    "indexed_at",
-                    "index_lease_until",
-                    "updated_at",
-                    *version_fields,
-                ]
-            )
-            run.result = IndexResult(status=INDEXED, chunk_count=len(run.chunks))
-    timings["commit_s"] += time.perf_counter() - started
+    """One document's swap: what a batch falls back to when swapping it together failed."""
+    _swap_runs([run], timings)
 
 
 def _swapped_together(runs: list[_Run], timings: dict[str, float]) -> bool:
-    """Every run's swap (``_swap``) in one savepoint and a handful of queries for the whole batch,
-    not five per document: the row locks, the old chunk rows read and deleted, the new ones
-    written and the documents updated, each once. False when anything failed: the savepoint is
-    rolled back and each document is then swapped alone (``_swap``), so only the one at fault
-    fails."""
-    started = time.perf_counter()
+    """Every run's swap in one savepoint and a handful of queries for the whole batch, not five per
+    document. False when anything failed: the savepoint is rolled back and each document is then
+    swapped alone (``_swap``), so only the one at fault fails."""
     try:
-        with transaction.atomic():
-            ids = [r.document_id for r in runs]
-            currents = {
-                d.id: d for d in ApiDocument.objects.select_for_update().filter(id__in=ids).order_by("id")
-            }
-            for run in runs:
-                current = currents.get(run.document_id)
-                if current is None:
-                    run.result = IndexResult(status=GONE)
-                elif current.content_hash != run.version:
-                    run.result = IndexResult(status=SUPERSEDED)  # as in _swap
-            proceeding = [r for r in runs if r.result is None]
-            previous: dict[int, list[int]] = defaultdict(list)
-            chunked = DocumentChunk.objects.filter(document_id__in=[r.document_id for r in proceeding])
-            for document_id, index in chunked.values_list("document_id", "chunk_index"):
-                previous[document_id].append(index)
-            chunked.delete()
-            DocumentChunk.objects.bulk_create(
-                [row for r in proceeding for row in chunk_rows(r.document_id, r.chunks)], batch_size=500
-            )
-            now = timezone.now()
-            fields = {"status", "error", "chunk_count", "indexed_at", "index_lease_until", "updated_at"}
-            for run in proceeding:
-                current = currents[run.document_id]
-                run.stale_ids = [
-                    chunk_id_for(run.doc_key, i) for i in previous[run.document_id] if i >= len(run.chunks)
-                ]
-                current.status, current.error, current.chunk_count = INDEXED, "", len(run.chunks)
-                current.indexed_at = current.updated_at = now
-                current.index_lease_until = None
-                fields.update(document_version_apply(current=current, prepared=run.prepared))
-            ApiDocument.objects.bulk_update([currents[r.document_id] for r in proceeding], sorted(fields))
+        _swap_runs(runs, timings)
     except Exception:
         logger.warning(
             "swapping %d documents together failed; each is swapped alone", len(runs), exc_info=True
@@ -446,10 +375,51 @@ def _swapped_together(runs: list[_Run], timings: dict[str, float]) -> bool:
         for run in runs:
             run.result, run.stale_ids = None, []
         return False
-    for run in proceeding:
-        run.result = IndexResult(status=INDEXED, chunk_count=len(run.chunks))
-    timings["commit_s"] += time.perf_counter() - started
     return True
+
+
+def _swap_runs(runs: list[_Run], timings: dict[str, float]) -> None:
+    """The new chunk rows, text and status of ``runs`` in one savepoint; lookups see all or
+    nothing. The row locks, the old chunk rows read and deleted, the new ones written and the
+    documents updated: each one query, whatever the number of runs."""
+    started = time.perf_counter()
+    with transaction.atomic():
+        ids = [r.document_id for r in runs]
+        currents = {
+            d.id: d for d in ApiDocument.objects.select_for_update().filter(id__in=ids).order_by("id")
+        }
+        for run in runs:
+            current = currents.get(run.document_id)
+            if current is None:
+                run.result = IndexResult(status=GONE)
+            elif current.content_hash != run.version:
+                # Re-uploaded while we worked: that upload queued its own run, which (holding the
+                # same lock after us) overwrites these vectors and removes the surplus.
+                run.result = IndexResult(status=SUPERSEDED)
+        proceeding = [r for r in runs if r.result is None]
+        previous: dict[int, list[int]] = defaultdict(list)
+        chunked = DocumentChunk.objects.filter(document_id__in=[r.document_id for r in proceeding])
+        for document_id, index in chunked.values_list("document_id", "chunk_index"):
+            previous[document_id].append(index)
+        chunked.delete()
+        DocumentChunk.objects.bulk_create(
+            [row for r in proceeding for row in chunk_rows(r.document_id, r.chunks)], batch_size=500
+        )
+        now = timezone.now()
+        fields = {"status", "error", "chunk_count", "indexed_at", "index_lease_until", "updated_at"}
+        for run in proceeding:
+            current = currents[run.document_id]
+            run.stale_ids = [
+                chunk_id_for(run.doc_key, i) for i in previous[run.document_id] if i >= len(run.chunks)
+            ]
+            current.status, current.error, current.chunk_count = INDEXED, "", len(run.chunks)
+            current.indexed_at = current.updated_at = now
+            current.index_lease_until = None
+            fields.update(document_version_apply(current=current, prepared=run.prepared))
+        ApiDocument.objects.bulk_update([currents[r.document_id] for r in proceeding], sorted(fields))
+        for run in proceeding:
+            run.result = IndexResult(status=INDEXED, chunk_count=len(run.chunks))
+    timings["commit_s"] += time.perf_counter() - started
 
 
 def _prune(runs: list[_Run], timings: dict[str, float]) -> None:
