@@ -18,8 +18,16 @@ document, real embeddings), then for the same queries, in the same run, measures
 - optionally (--blas-compare) raw search with the milvus-lite server on numpy's default BLAS
   threads instead of one.
 
+``--stores lite,standalone`` runs every size against each vector store in turn, in the same run:
+``lite`` is the loopback ``milvus-lite server`` (what ``make run`` starts), ``standalone`` the C++
+Milvus 2.3.5 standalone server (the ``milvus-server`` extra, started by
+``scripts/milvus_standalone.py`` on loopback ports ``--standalone-port`` to +11, data in the
+run's temporary folder). Milvus 2.3 has no BM25 function, so the lexical side is the embedded
+engine on both.
+
     .venv/bin/python bench/lookup.py                          # 1,000 chunks
     .venv/bin/python bench/lookup.py --sizes 1000,100000      # + 100,000 (several minutes)
+    .venv/bin/python bench/lookup.py --sizes 100000 --stores lite,standalone
     .venv/bin/python bench/lookup.py --sizes 100000 --blas-compare
 
 Embeddings of the synthetic chunks are cached in var/bench/ (the 100,000-chunk set takes a few
@@ -36,6 +44,7 @@ import json
 import os
 import random
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -53,6 +62,7 @@ BIN = Path(sys.executable).parent
 CACHE = REPO / "var" / "bench"
 
 CHUNKS_PER_DOC = 10
+STORE_LABELS = {"lite": "milvus-lite server", "standalone": "Milvus 2.3.5"}
 KEYWORDS_PER_DOC = 10
 DOMAINS = [
     "infrastructure",
@@ -228,6 +238,48 @@ def start_milvus(data_dir: Path, port: int, *, one_blas_thread: bool, log: Path)
     return proc
 
 
+def free_port_block(first: int, count: int = 12) -> int:
+    """The first of ``count`` consecutive free loopback ports, from ``first`` upwards in steps of
+    20. Bound as the server binds them (no SO_REUSEADDR): a port a stopped server left in
+    TIME_WAIT counts as taken."""
+    for base in range(first, first + 2000, 20):
+        free = True
+        for port in range(base, base + count):
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    free = False
+                    break
+        if free:
+            return base
+    sys.exit(f"no {count} consecutive free loopback ports from {first}")
+
+
+def start_standalone(data_dir: Path, port: int, *, log: Path) -> subprocess.Popen:
+    """Milvus 2.3.5 standalone through the repository's starter on ports ``port`` to +11;
+    stopping the starter (SIGTERM) stops the server. Ready when the starter prints the URI."""
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "milvus_standalone.py"),
+            "--port",
+            str(port),
+            "--data-dir",
+            str(data_dir),
+        ],
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 180
+    while "MILVUS_URI=" not in log.read_text(errors="replace"):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            stop(proc)
+            sys.exit(f"Milvus 2.3.5 standalone did not start:\n{log.read_text(errors='replace')[-2000:]}")
+        time.sleep(0.5)
+    return proc
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
@@ -239,8 +291,9 @@ def summary(values: list[float]) -> dict:
 
 # --- one size, in a process of its own (Django settings are per process) ---------------------------
 def run_size(n_chunks: int, args: argparse.Namespace) -> dict:
-    work = Path(tempfile.mkdtemp(prefix=f"agentkb-bench-{n_chunks}-"))
-    milvus_port, web_port = free_port(), free_port()
+    work = Path(tempfile.mkdtemp(prefix=f"agentkb-bench-{n_chunks}-{args.store}-"))
+    milvus_port = free_port_block(args.standalone_port) if args.store == "standalone" else free_port()
+    web_port = free_port()
     env = {
         "AGENTKB_VAR_DIR": str(work),
         "DJANGO_SETTINGS_MODULE": "config.settings",
@@ -259,10 +312,15 @@ def run_size(n_chunks: int, args: argparse.Namespace) -> dict:
         os.environ.pop(name, None)
     os.environ.update(env)
     milvus = web = None
-    result: dict = {"chunks": n_chunks}
+    result: dict = {"chunks": n_chunks, "store": STORE_LABELS[args.store]}
     try:
-        # Default BLAS threads, as `make run` starts it (--blas-compare times one thread too).
-        milvus = start_milvus(work / "milvus", milvus_port, one_blas_thread=False, log=work / "milvus.log")
+        if args.store == "standalone":
+            milvus = start_standalone(work / "milvus", milvus_port, log=work / "milvus.log")
+        else:
+            # Default BLAS threads, as `make run` starts it (--blas-compare times one thread too).
+            milvus = start_milvus(
+                work / "milvus", milvus_port, one_blas_thread=False, log=work / "milvus.log"
+            )
 
         import django
 
@@ -585,7 +643,7 @@ def run_size(n_chunks: int, args: argparse.Namespace) -> dict:
             result["endpoint_first_ms"]["p50"] / result["endpoint_repeated_ms"]["p50"], 1
         )
 
-        if args.blas_compare:
+        if args.blas_compare and args.store == "lite":
             stop(web)
             web = None
             # Restart the server each way on the same data and time the same queries, twice in
@@ -625,17 +683,18 @@ def _print(results: list[dict]) -> None:
 
     print()
     print(f"{'chunks':<44}" + "".join(f"{r['chunks']:>22,}" for r in results))
+    print(f"{'vector store':<44}" + "".join(f"{r['store']:>22}" for r in results))
     print(f"{'queries (levels)':<44}" + "".join(f"{r['queries']:>22}" for r in results))
     for r in results:
         print(
-            f"  {r['chunks']:,} chunks: levels {r['levels']}, L0 keywords {r['l0_keywords']:,}, load {r['load_s']}"
+            f"  {r['chunks']:,} chunks, {r['store']}: levels {r['levels']}, L0 keywords {r['l0_keywords']:,}, load {r['load_s']}"
         )
     print("ms, p50 / p95")
     print(row("raw: embed", "raw_embed_ms"))
     print(row("raw: Milvus search (loopback server)", "raw_search_ms"))
     print(row("raw: embed + search", "raw_ms"))
     for r in results:
-        print(f"  {r['chunks']:,} chunks: lexical engine {r.get('lexical_engine')}")
+        print(f"  {r['chunks']:,} chunks, {r['store']}: lexical engine {r.get('lexical_engine')}")
     print(row("raw: lexical search (BM25 alone)", "raw_lexical_search_ms"))
     print(row("raw: hybrid search (dense + BM25, fused)", "raw_hybrid_search_ms"))
     print(row("raw: embed + hybrid search", "raw_hybrid_ms"))
@@ -696,21 +755,41 @@ def main() -> None:
     parser.add_argument(
         "--settle-max", type=int, default=300, help="seconds to wait at most for search times to settle"
     )
+    parser.add_argument(
+        "--stores",
+        default="lite",
+        help="comma-separated vector stores, each measured in turn: lite (milvus-lite server), "
+        "standalone (Milvus 2.3.5, the milvus-server extra)",
+    )
+    parser.add_argument(
+        "--standalone-port",
+        type=int,
+        default=28530,
+        help="Milvus 2.3.5 takes 12 consecutive loopback ports, the first free block from this one",
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON too")
     parser.add_argument("--one-size", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--store", choices=sorted(STORE_LABELS), default="lite", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    stores = [s.strip() for s in args.stores.split(",") if s.strip()]
+    unknown = [s for s in stores if s not in STORE_LABELS]
+    if unknown or not stores:
+        parser.error(f"--stores: {', '.join(unknown) or 'none given'}; choose from {', '.join(STORE_LABELS)}")
 
     if args.one_size:
         print("RESULT " + json.dumps(run_size(args.one_size, args), ensure_ascii=False), flush=True)
         return
 
     results = []
-    for size in [int(s) for s in args.sizes.split(",") if s.strip()]:
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    for size in sizes:
         if size % CHUNKS_PER_DOC:
             sys.exit(f"--sizes: {size} is not a multiple of {CHUNKS_PER_DOC}")
-        print(f"== {size:,} chunks", file=sys.stderr, flush=True)
+    for size, store in [(size, store) for size in sizes for store in stores]:
+        print(f"== {size:,} chunks, {STORE_LABELS[store]}", file=sys.stderr, flush=True)
         command = [sys.executable, __file__, "--one-size", str(size), "--queries", str(args.queries)]
-        command += ["--settle-max", str(args.settle_max)]
+        command += ["--settle-max", str(args.settle_max), "--store", store]
+        command += ["--standalone-port", str(args.standalone_port)]
         command += [
             flag
             for flag, on in (
@@ -723,7 +802,7 @@ def main() -> None:
         out = subprocess.run(command, cwd=REPO, stdout=subprocess.PIPE, text=True)
         lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
         if out.returncode != 0 or not lines:
-            sys.exit(f"the {size:,}-chunk run failed (exit {out.returncode})")
+            sys.exit(f"the {size:,}-chunk run on {STORE_LABELS[store]} failed (exit {out.returncode})")
         results.append(json.loads(lines[-1][len("RESULT ") :]))
     _print(results)
     if args.json:

@@ -67,6 +67,13 @@ def _etcd_config(data_dir: Path, client_port: int, peer_port: int) -> str:
     )
 
 
+# What the server process keeps of the caller's environment. Milvus reads its own configuration
+# from environment variables named after its keys (``log.level`` <- ``LOG_LEVEL``, ...), so a
+# variable of agentkb's own with the same name (LOG_LEVEL=WARNING, not a level Milvus knows) made
+# the server panic at start ("initialize logger error") while the starter waited for it.
+_KEPT_ENVIRONMENT = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "TZ", "LD_LIBRARY_PATH")
+
+
 def start(port: int, data_dir: Path):
     """A started ``milvus.MilvusServer`` (its ``server_proc`` is the server's process)."""
     try:
@@ -85,6 +92,9 @@ def start(port: int, data_dir: Path):
     )
     # The package sets its glog config only when it reads its own template.
     config.glog_conf_file = str(package_template.parent / "glog.conf")
+    kept = {name: os.environ[name] for name in _KEPT_ENVIRONMENT if name in os.environ}
+    os.environ.clear()  # MilvusServer.start hands the server a copy of this process's environment
+    os.environ.update(kept)
     server = milvus.MilvusServer(config)
     server.webservice_port = port + _METRICS_OFFSET
     server.start()
