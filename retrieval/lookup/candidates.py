@@ -51,21 +51,21 @@ class ChunkCandidates:
         return bool(self.degraded)
 
 
-def keyword_candidates(request: LookupRequest, signature: tuple | None = None) -> KeywordCandidates:
-    """L0 at ``signature`` (``retrieval.lookup.corpus``; read here when not given)."""
-    signature = corpus_signature() if signature is None else signature
+def keyword_candidates(request: LookupRequest) -> KeywordCandidates:
+    signature = corpus_signature()
     return KeywordCandidates(signature, keyword_index_get(signature=signature).match(request.query))
 
 
-def chunk_candidates(request: LookupRequest, signature: tuple, filtered: DocumentFilter) -> ChunkCandidates:
+def chunk_candidates(
+    request: LookupRequest, keyword: KeywordCandidates, filtered: DocumentFilter
+) -> ChunkCandidates:
     """L1 times its own embedding and search (``embed_ms``, ``search_ms``): a cached query costs
-    neither. It reads no database (the lookup runs it on another thread, beside L0), only Milvus
-    and the lexical engine; ``signature`` keys its cache to the corpus L0 reads."""
+    neither."""
     try:
         l1 = l1_search(
             query=request.query,
             top_k=request.top_k,
-            signature=signature,
+            signature=keyword.signature,
             domain=request.domains,
             doc_keys=filtered.doc_keys,
         )

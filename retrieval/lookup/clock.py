@@ -7,10 +7,8 @@ span of that name under the lookup's span (``StageClock.lookup``; ``observabilit
 
 from __future__ import annotations
 
-import contextvars
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from typing import Any, ParamSpec, TypeVar
 
@@ -22,11 +20,6 @@ T = TypeVar("T")
 
 #: the span every stage's span sits under
 LOOKUP_SPAN = "lookup"
-
-# Stages started ahead (``StageClock.start``): one thread per lookup in flight at most, so sized
-# above the requests a process runs at once (WEB_DJANGO_THREADS lanes, gunicorn threads); a
-# lookup beyond it waits for a thread, it is not refused.
-_ahead = ThreadPoolExecutor(max_workers=16, thread_name_prefix="agentkb-stage")
 
 
 class StageClock:
@@ -49,14 +42,6 @@ class StageClock:
                 seconds = time.perf_counter() - started
                 self.ms[name] = self.ms.get(name, 0.0) + seconds * 1000
                 stage_observe(name, seconds)
-
-    def start(self, name: str, stage: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
-        """``run`` on another thread, returning at once: the lookup does what does not need the
-        stage's result while it runs (the stage must not use the database: connections belong to
-        threads). Timed and traced as ``run`` (the span under the caller's, through its context);
-        ``.result()`` gives the stage's value or raises its exception."""
-        context = contextvars.copy_context()
-        return _ahead.submit(context.run, self.run, name, stage, *args, **kwargs)
 
     def get(self, *names: str) -> float:
         """The summed milliseconds of ``names``, to 0.01 ms (0 for a stage that did not run)."""

@@ -19,7 +19,6 @@ from django.core.exceptions import ImproperlyConfigured
 from retrieval.lookup.answer import answer_build
 from retrieval.lookup.candidates import chunk_candidates, keyword_candidates
 from retrieval.lookup.clock import StageClock
-from retrieval.lookup.corpus import corpus_signature
 from retrieval.lookup.evidence import evidence_weigh
 from retrieval.lookup.filtering import documents_filter
 from retrieval.lookup.marking import session_mark
@@ -66,15 +65,10 @@ def lookup_run(
     request = lookup_request(query, session_id, top_k, dry_run, domains, language, metadata_condition)
     clock = StageClock()
     with clock.lookup():
-        filtered = clock.run("filtering", documents_filter, request)
-        signature = corpus_signature()
-        # L1 (embed, then Milvus and the lexical engine) waits mostly on the search: the memory
-        # and L0 are read meanwhile, off its critical path. It needs neither, only the documents
-        # the call may search and the corpus signature its cache is keyed by.
-        l1 = clock.start("candidates:l1", chunk_candidates, request, signature, filtered)
         memory = clock.run("memory", memory_read, request)
-        keyword = clock.run("candidates:l0", keyword_candidates, request, signature)
-        chunks = l1.result()
+        filtered = clock.run("filtering", documents_filter, request)
+        keyword = clock.run("candidates:l0", keyword_candidates, request)
+        chunks = clock.run("candidates:l1", chunk_candidates, request, keyword, filtered)
         searchable = clock.run("searchable", searchable_select, request, keyword, chunks, filtered)
         evidence = clock.run("evidence", evidence_weigh, request, searchable)
         selection = clock.run("selection", selection_make, request, evidence, memory)

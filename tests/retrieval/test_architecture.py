@@ -38,15 +38,14 @@ def _lines(node: ast.AST) -> int:
 
 
 def _stage_calls() -> list[str]:
-    """The stage names ``lookup_run`` times (``run``) or starts on another thread (``start``), in
-    order."""
+    """The stage names ``lookup_run`` times, in order."""
     body = _function(LOOKUP / "pipeline.py", "lookup_run")
     return [
         call.args[0].value
         for call in ast.walk(body)
         if isinstance(call, ast.Call)
         and isinstance(call.func, ast.Attribute)
-        and call.func.attr in ("run", "start")
+        and call.func.attr == "run"
         and call.args
         and isinstance(call.args[0], ast.Constant)
     ]

@@ -1,11 +1,11 @@
-"""The lookup's stages in order, as ``retrieval.lookup.pipeline.lookup_run`` starts them: the one
+"""The lookup's stages in order, as ``retrieval.lookup.pipeline.lookup_run`` runs them: the one
 list the architecture test holds the code to and the tracing and metrics tests expect."""
 
 LOOKUP_STAGES = (
-    "filtering",
-    "candidates:l1",
     "memory",
+    "filtering",
     "candidates:l0",
+    "candidates:l1",
     "searchable",
     "evidence",
     "selection",
@@ -13,7 +13,3 @@ LOOKUP_STAGES = (
     "marking",
     "answer",
 )
-
-#: L1 runs on a thread of its own while these read the memory and L0: their spans overlap, so
-#: their start order is not fixed
-OVERLAPPING = ("candidates:l1", "memory", "candidates:l0")
