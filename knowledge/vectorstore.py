@@ -35,6 +35,7 @@ import numpy as np
 from django.conf import settings
 
 from config.credentials import mask_credentials
+from knowledge import milvus_index
 from knowledge.milvus_capabilities import (
     SPARSE_FIELD,
     MilvusCapabilities,
@@ -159,6 +160,8 @@ class VectorStore:
         token: str = "",
         collection: str,
         index_type: str = "AUTOINDEX",
+        index_params: dict[str, Any] | None = None,
+        search_params: dict[str, Any] | None = None,
         timeout: float = 10.0,
         read_timeout: float = 2.0,
         breaker_seconds: float = 5.0,
@@ -170,6 +173,9 @@ class VectorStore:
         self.token = token
         self.collection = collection
         self.index_type = index_type
+        #: over knowledge.milvus_index's defaults for the index type
+        self.index_params = dict(index_params or {})
+        self.search_params = dict(search_params or {})
         self.timeout = timeout
         self.guard = CallGuard(
             f"Milvus at {mask_credentials(uri)}",
@@ -419,7 +425,12 @@ class VectorStore:
                 )
             )
         index_params = self.client().prepare_index_params()
-        index_params.add_index(field_name="vector", index_type=self.index_type, metric_type="L2")
+        index_params.add_index(
+            field_name="vector",
+            index_type=self.index_type,
+            metric_type="L2",
+            params=milvus_index.index_params(self.index_type, self.index_params),
+        )
         if bm25:
             index_params.add_index(
                 field_name=SPARSE_FIELD, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25"
@@ -610,7 +621,10 @@ class VectorStore:
             "data": [[float(x) for x in vector]],
             "limit": top_k,
             "output_fields": ["doc_key", "domain", "chunk_index", *([TEXT_FIELD] if with_text else [])],
-            "search_params": {"metric_type": "L2"},
+            "search_params": {
+                "metric_type": "L2",
+                "params": milvus_index.search_params(self.index_type, self.search_params, top_k=top_k),
+            },
         }
         if expr := domain_filter(domain, doc_keys):
             kwargs["filter"] = expr
@@ -694,7 +708,14 @@ class VectorStore:
         expr = domain_filter(domain)
         requests = [
             AnnSearchRequest(
-                data=[query], anns_field="vector", param={"metric_type": "L2"}, limit=top_k, expr=expr
+                data=[query],
+                anns_field="vector",
+                param={
+                    "metric_type": "L2",
+                    "params": milvus_index.search_params(self.index_type, self.search_params, top_k=top_k),
+                },
+                limit=top_k,
+                expr=expr,
             ),
             AnnSearchRequest(
                 data=[text], anns_field=SPARSE_FIELD, param={"metric_type": "BM25"}, limit=top_k, expr=expr
@@ -772,6 +793,8 @@ def get_vector_store() -> VectorStore:
                     token=settings.MILVUS_TOKEN,
                     collection=settings.MILVUS_COLLECTION,
                     index_type=settings.MILVUS_INDEX_TYPE,
+                    index_params=settings.MILVUS_INDEX_PARAMS,
+                    search_params=settings.MILVUS_SEARCH_PARAMS,
                     timeout=settings.MILVUS_TIMEOUT,
                     read_timeout=settings.MILVUS_READ_TIMEOUT,
                     breaker_seconds=settings.DEPENDENCY_BREAKER_SECONDS,

@@ -3,6 +3,7 @@
 Each one is switchable from the environment; none is needed by the embedded default.
 """
 
+import json
 import os
 import sys
 
@@ -127,6 +128,25 @@ if "://" not in MILVUS_URI:
 MILVUS_TOKEN = env.str("MILVUS_TOKEN", default="")
 MILVUS_COLLECTION = env.str("MILVUS_COLLECTION", default="agentkb_chunks")
 MILVUS_INDEX_TYPE = env.str("MILVUS_INDEX_TYPE", default="AUTOINDEX")
+# JSON objects over the defaults of knowledge.milvus_index (IVF: nlist / nprobe; HNSW: M,
+# efConstruction / ef); refused at start when not an object.
+
+
+def _json_object(name: str) -> dict:
+    raw = env.str(name, default="")
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f'{name} must be a JSON object, e.g. {{"nlist": 1024}}: {exc}') from exc
+    if not isinstance(value, dict):
+        raise ImproperlyConfigured(f'{name} must be a JSON object, e.g. {{"nlist": 1024}}; got {raw!r}')
+    return value
+
+
+MILVUS_INDEX_PARAMS = _json_object("MILVUS_INDEX_PARAMS")
+MILVUS_SEARCH_PARAMS = _json_object("MILVUS_SEARCH_PARAMS")
 MILVUS_TIMEOUT = env.float("MILVUS_TIMEOUT", default=10.0)
 # The deadline of the calls a lookup and /healthz wait on (search, query, ping): a store that
 # hangs costs a lookup this long once, then the breaker answers for it (keyword-only, DEGRADED).
