@@ -10,7 +10,17 @@ different sizes) is used; raw cosine, equal-weight RRF scores and "L0 matched" d
   (``retrieval.lookup.lexical``) and the same against the best other candidate;
 - ``entity_share``: the share of the query's entities (numbers, codes, Latin-script tokens,
   names) found whole in its text: "2号线" is absent from a text about "12号线", a station name
-  that differs by one character is absent although its characters occur; ``has_entities``.
+  that differs by one character is absent although its characters occur; ``has_entities``;
+- ``lcs`` / ``lcs_margin``: the longest run of the query found verbatim in its text, as a share of
+  the query's letters and digits, and the same against the best other candidate. A question
+  written from a passage, or an error message pasted from a log, repeats a run of it; a sibling
+  passage on the same topic holds the query's words scattered. It is a share of the query, so it
+  does not grow with the corpus or the query's length.
+
+Measured with ``bench/quality.py --from-collected`` (docs/lookup.md, the variants table): BM25 over
+its upper bound with the query's IDF, a BM25 of the text with the language's IDF, whole-word and
+rarest-term coverage, the best sentence's coverage and the raw cosine did not raise both hit@1 and
+not-found on the set the model was not fitted on; the verbatim run did.
 """
 
 from __future__ import annotations
@@ -30,6 +40,8 @@ FEATURES = (
     "cov_margin",
     "entity_share",
     "has_entities",
+    "lcs",
+    "lcs_margin",
 )
 NEUTRAL_COVERAGE = 0.5
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
@@ -79,6 +91,25 @@ def entity_share(entities: Iterable[Entity], normalised_text: str) -> float | No
     return sum(1 for e in entities if e.found_in(normalised_text)) / len(entities)
 
 
+def longest_common_share(normalised_query: str, normalised_text: str) -> float:
+    """The longest run of the query found verbatim in the text (both normalised as
+    ``text_normalise`` does), as a share of the query's letters and digits: punctuation and spaces
+    inside the run are not counted, nor in the query."""
+    letters = sum(1 for ch in normalised_query if ch.isalnum())
+    if not letters or not normalised_text:
+        return 0.0
+    best, run = 0, ""
+    for start in range(len(normalised_query)):
+        # only a run longer than the best so far is worth looking for
+        while (
+            start + best < len(normalised_query)
+            and normalised_query[start : start + best + 1] in normalised_text
+        ):
+            best += 1
+            run = normalised_query[start : start + best]
+    return min(1.0, sum(1 for ch in run if ch.isalnum()) / letters)
+
+
 @dataclass(frozen=True)
 class CandidateSignals:
     """What the lookup knows of one candidate before its level is decided."""
@@ -93,6 +124,9 @@ class CandidateSignals:
 def features_compute(query: str, signals: list[CandidateSignals]) -> dict[str, dict[str, float]]:
     """Each candidate's features (see the module docstring), by doc key."""
     entities = query_entities(query) if any(s.text for s in signals) else ()
+    texts = {s.doc_key: text_normalise(s.text) if s.text else "" for s in signals}
+    query_normalised = text_normalise(query)
+    runs = {key: longest_common_share(query_normalised, text) for key, text in texts.items()}
     out: dict[str, dict[str, float]] = {}
     for s in signals:
         others = [o for o in signals if o.doc_key != s.doc_key]
@@ -102,7 +136,8 @@ def features_compute(query: str, signals: list[CandidateSignals]) -> dict[str, d
         bm_other = max((o.bm25 for o in others if o.bm25 is not None), default=0.0)
         cov = s.coverage if s.coverage is not None else NEUTRAL_COVERAGE
         cov_other = max((o.coverage for o in others if o.coverage is not None), default=0.0)
-        share = entity_share(entities, text_normalise(s.text)) if s.text else None
+        share = entity_share(entities, texts[s.doc_key]) if s.text else None
+        run_other = max((runs[o.doc_key] for o in others), default=0.0)
         out[s.doc_key] = {
             "cos_margin": sim - sim_other,
             "bm25_margin": (bm - bm_other) / max(bm, bm_other, 1e-9),
@@ -111,5 +146,7 @@ def features_compute(query: str, signals: list[CandidateSignals]) -> dict[str, d
             "cov_margin": cov - cov_other,
             "entity_share": 1.0 if share is None else share,
             "has_entities": 1.0 if entities else 0.0,
+            "lcs": runs[s.doc_key],
+            "lcs_margin": runs[s.doc_key] - run_other,
         }
     return out

@@ -7,7 +7,9 @@ else its agent's). A vote labels what the agent was given: the call's primary do
 evidence the lookup recorded for it (``retrieval_details["levels"]``). Helpful: the primary answers
 the question; not helpful: it does not (the right document, if any, is unknown, so no other
 candidate is labelled). A call the model did not decide (no evidence: the seeds' rule, another
-script, a PRECISE keyword) gives no row.
+script, a PRECISE keyword) gives no row, nor a call recorded before some of the model's evidence
+existed (``level_features.FEATURES``): fitting a missing feature as 0 would teach the model that
+evidence it never saw was absent.
 
 No agent can steer it, by the calibration's own rule: votes of at least ``MIN_AGENTS`` agents or
 staff votes, and no agent's votes count for more than a third of the total
@@ -21,6 +23,7 @@ from collections import defaultdict
 
 from observability.calibration import MIN_AGENTS, VoteFilter, agent_vote_weights, calibration_votes
 from observability.models import InvocationFeedback, ToolInvocation
+from retrieval.lookup.level_features import FEATURES
 from retrieval.staff.level_fit import Asked
 
 AGENT = InvocationFeedback.Source.AGENT
@@ -57,6 +60,7 @@ def _judged_candidate(details: dict) -> dict | None:
             and candidate.get("doc_key") == returned[0]
             and isinstance(candidate.get("features"), dict)
             and candidate["features"]
+            and all(f in candidate["features"] for f in FEATURES)
             and not candidate.get("precise")
         ):
             return candidate

@@ -19,8 +19,24 @@ pytestmark = pytest.mark.django_db
 AGENT, STAFF = InvocationFeedback.Source.AGENT, InvocationFeedback.Source.STAFF
 
 # Evidence of a clear match and of a weak one, as the lookup records it (level_features.FEATURES).
-STRONG = {"cos_margin": 0.1, "bm25_margin": 0.8, "bm25_seen": 1.0, "coverage": 1.0, "cov_margin": 0.5}
-WEAK = {"cos_margin": -0.05, "bm25_margin": -0.5, "bm25_seen": 1.0, "coverage": 0.6, "cov_margin": -0.3}
+STRONG = {
+    "cos_margin": 0.1,
+    "bm25_margin": 0.8,
+    "bm25_seen": 1.0,
+    "coverage": 1.0,
+    "cov_margin": 0.5,
+    "lcs": 0.7,
+    "lcs_margin": 0.4,
+}
+WEAK = {
+    "cos_margin": -0.05,
+    "bm25_margin": -0.5,
+    "bm25_seen": 1.0,
+    "coverage": 0.6,
+    "cov_margin": -0.3,
+    "lcs": 0.2,
+    "lcs_margin": -0.2,
+}
 
 
 def _user(name: str, *, staff: bool = False):
@@ -67,6 +83,9 @@ def test_each_judged_call_labels_its_primary_with_the_recorded_evidence():
     _vote(not_helped, staff, helpful=False)
     _vote(_call(3, None, agent=agent), staff, helpful=True)  # the seeds' rule decided: no evidence
     _vote(_call(4, STRONG, agent=agent, precise=True), staff, helpful=True)  # a PRECISE keyword
+    # recorded before the verbatim run was evidence: not fitted as if it had been absent
+    older = {k: v for k, v in STRONG.items() if not k.startswith("lcs")}
+    _vote(_call(5, older, agent=agent), staff, helpful=True)
 
     asked = {q.qid: q for q in feedback_asked()}
     assert set(asked) == {f"invocation-{helped.pk}", f"invocation-{not_helped.pk}"}

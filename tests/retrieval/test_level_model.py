@@ -13,6 +13,7 @@ from retrieval.lookup.level_features import (
     CandidateSignals,
     entity_share,
     features_compute,
+    longest_common_share,
     query_entities,
 )
 from retrieval.lookup.level_model import band, level_model_save, model_from_json
@@ -143,6 +144,46 @@ def test_margins_compare_each_candidate_with_the_best_other():
     assert features["a"]["bm25_margin"] == pytest.approx(0.5)
     assert features["b"]["bm25_margin"] == pytest.approx(-0.5)
     assert features["a"]["cov_margin"] == pytest.approx(0.5)
+    assert features["a"]["lcs"] == pytest.approx(1.0)  # 连接池大小 verbatim
+    assert features["b"]["lcs"] == pytest.approx(0.2)  # 池 alone
+    assert features["a"]["lcs_margin"] == pytest.approx(0.8)
+    assert features["b"]["lcs_margin"] == pytest.approx(-0.8)
+
+
+@pytest.mark.parametrize(
+    ("query", "text", "share"),
+    [
+        # the question repeats a run of its passage: 6 of its 11 letters
+        ("霍布斯出生于英国哪个郡", "霍布斯出生于威尔特郡马姆斯伯里", 6 / 11),
+        # a sibling passage holds the words, scattered
+        ("霍布斯出生于英国哪个郡", "霍布斯在英国内战期间流亡，他出生的郡不详", 3 / 11),
+        # punctuation and spaces are not letters: neither in the query nor in the run
+        (
+            "connection is not available, request timed out?",
+            "error: connection is not available, request timed out after 30000ms",
+            1.0,
+        ),
+        ("", "any text", 0.0),
+        ("连接池", "", 0.0),
+    ],
+)
+def test_the_longest_verbatim_run_is_a_share_of_the_query(query, text, share):
+    assert longest_common_share(query, text) == pytest.approx(share)
+
+
+def test_the_verbatim_run_compares_one_script():
+    # a Traditional question on a Simplified passage: both folded before they are compared
+    features = features_compute(
+        "霍布斯出生於英國哪個郡", [CandidateSignals("a", 0.5, 1.0, 1.0, "霍布斯出生于英国威尔特郡")]
+    )
+    assert features["a"]["lcs"] == pytest.approx(8 / 11)
+
+
+def test_the_verbatim_run_does_not_grow_with_the_query():
+    text = "连接池大小由 maximumPoolSize 设置"
+    short = longest_common_share("连接池大小", text)
+    assert short == 1.0
+    assert longest_common_share("连接池大小" + "，以及别的事情" * 20, text) < short
 
 
 def _select(*estimates):
