@@ -50,13 +50,19 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.processes import free_port, stop, wait_for_port  # noqa: E402
+from bench.processes import (  # noqa: E402
+    bench_environment,
+    free_port,
+    lookup_post,
+    stop,
+    wait_for_port,
+    web_wsgi,
+)
 
 BIN = Path(sys.executable).parent
 CACHE = REPO / "var" / "bench"
@@ -294,23 +300,12 @@ def run_size(n_chunks: int, args: argparse.Namespace) -> dict:
     work = Path(tempfile.mkdtemp(prefix=f"agentkb-bench-{n_chunks}-{args.store}-"))
     milvus_port = free_port_block(args.standalone_port) if args.store == "standalone" else free_port()
     web_port = free_port()
-    env = {
-        "AGENTKB_VAR_DIR": str(work),
-        "DJANGO_SETTINGS_MODULE": "config.settings",
-        "MILVUS_URI": f"http://127.0.0.1:{milvus_port}",
-        "MILVUS_COLLECTION": "bench_chunks",
-        "MILVUS_TIMEOUT": "120",
-        "DEBUG": "false",
-        "SECRET_KEY": "bench-" + uuid.uuid4().hex,
-        "ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "SECURE_SSL_REDIRECT": "false",
-        "LOG_LEVEL": "WARNING",
-        "API_THROTTLE_TOOL": "100000/min",
-        "API_THROTTLE_TOOL_BURST": "",
-    }
-    for name in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "RETRIEVAL_TRACKER_BACKEND"):
-        os.environ.pop(name, None)
-    os.environ.update(env)
+    bench_environment(
+        work,
+        f"http://127.0.0.1:{milvus_port}",
+        MILVUS_COLLECTION="bench_chunks",
+        MILVUS_TIMEOUT="120",
+    )
     milvus = web = None
     result: dict = {"chunks": n_chunks, "store": STORE_LABELS[args.store]}
     try:
@@ -492,43 +487,10 @@ def run_size(n_chunks: int, args: argparse.Namespace) -> dict:
         connections.close_all()
 
         # -- the web server --
-        web = subprocess.Popen(
-            [
-                str(BIN / "gunicorn"),
-                "config.wsgi",
-                "--workers",
-                "1",
-                "--bind",
-                f"127.0.0.1:{web_port}",
-                "--timeout",
-                "600",
-                "--log-level",
-                "warning",
-            ],
-            cwd=REPO,
-            env=dict(os.environ),
-            stdout=(work / "web.log").open("ab"),
-            stderr=subprocess.STDOUT,
-        )
-        wait_for_port(web_port, web)
+        web = web_wsgi(web_port, cwd=REPO, log=work / "web.log")
 
-        def post(query: str) -> tuple[float, dict, str]:
-            body = json.dumps({"query": query, "session_id": f"bench-{uuid.uuid4().hex}"})
-            t0 = time.perf_counter()
-            conn = http.client.HTTPConnection("127.0.0.1", web_port, timeout=600)
-            conn.request(
-                "POST",
-                "/api/tools/lookup_knowledge",
-                body=body,
-                headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
-            )
-            response = conn.getresponse()
-            payload = json.loads(response.read())
-            elapsed = (time.perf_counter() - t0) * 1000
-            conn.close()
-            if response.status != 200:
-                raise RuntimeError(f"{response.status}: {payload}")
-            return elapsed, payload, response.getheader("X-Invocation-Id")  # the opaque public id
+        def post(query: str) -> tuple[float, dict, str | None]:
+            return lookup_post(web_port, token, query)
 
         def get_schema() -> float:
             t0 = time.perf_counter()

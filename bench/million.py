@@ -32,7 +32,6 @@ it (``MILVUS_INDEX_TYPE``, Milvus's default parameters). Nothing is asserted.
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
 import shutil
@@ -48,7 +47,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.lexical import DATA, chunks, load  # noqa: E402
 from bench.lookup import free_port_block, start_standalone, summary  # noqa: E402
-from bench.processes import free_port, stop, wait_for_port  # noqa: E402
+from bench.processes import bench_environment, free_port, lookup_post, stop, web_wsgi  # noqa: E402
 
 BIN = Path(sys.executable).parent
 DIM = 512
@@ -108,25 +107,13 @@ def exact_top10(vectors, queries) -> list[set[int]]:
 def run(args: argparse.Namespace) -> dict:
     work = Path(tempfile.mkdtemp(prefix="agentkb-million-"))
     milvus_port, web_port = free_port_block(args.standalone_port), free_port()
-    os.environ.update(
-        {
-            "AGENTKB_VAR_DIR": str(work),
-            "DJANGO_SETTINGS_MODULE": "config.settings",
-            "MILVUS_URI": f"http://127.0.0.1:{milvus_port}",
-            "MILVUS_COLLECTION": "million",
-            "MILVUS_INDEX_TYPE": args.index,
-            "MILVUS_TIMEOUT": "600",
-            "DEBUG": "false",
-            "SECRET_KEY": "bench-" + uuid.uuid4().hex,
-            "ALLOWED_HOSTS": "127.0.0.1,localhost",
-            "SECURE_SSL_REDIRECT": "false",
-            "LOG_LEVEL": "WARNING",
-            "API_THROTTLE_TOOL": "100000/min",
-            "API_THROTTLE_TOOL_BURST": "",
-        }
+    bench_environment(
+        work,
+        f"http://127.0.0.1:{milvus_port}",
+        MILVUS_COLLECTION="million",
+        MILVUS_INDEX_TYPE=args.index,
+        MILVUS_TIMEOUT="600",
     )
-    for name in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "RETRIEVAL_TRACKER_BACKEND"):
-        os.environ.pop(name, None)
     milvus = web = worker = None
     out: dict = {"chunks": args.size, "index": args.index}
     timings: dict[str, float] = {}
@@ -265,24 +252,6 @@ def run(args: argparse.Namespace) -> dict:
         token = tool_token_issue(name="bench-agent").key
         connections.close_all()
         env = dict(os.environ)
-        web = subprocess.Popen(
-            [
-                str(BIN / "gunicorn"),
-                "config.wsgi",
-                "--workers",
-                "1",
-                "--bind",
-                f"127.0.0.1:{web_port}",
-                "--timeout",
-                "600",
-                "--log-level",
-                "warning",
-            ],
-            cwd=REPO,
-            env=env,
-            stdout=(work / "web.log").open("ab"),
-            stderr=subprocess.STDOUT,
-        )
         worker = subprocess.Popen(
             [str(BIN / "celery"), "-A", "config", "worker", "--concurrency", "1", "--loglevel", "WARNING"],
             cwd=REPO,
@@ -290,24 +259,10 @@ def run(args: argparse.Namespace) -> dict:
             stdout=(work / "worker.log").open("ab"),
             stderr=subprocess.STDOUT,
         )
-        wait_for_port(web_port, web)
+        web = web_wsgi(web_port, cwd=REPO, log=work / "web.log")
 
         def post(query: str) -> float:
-            body = json.dumps({"query": query, "session_id": f"bench-{uuid.uuid4().hex}"})
-            t0 = time.perf_counter()
-            conn = http.client.HTTPConnection("127.0.0.1", web_port, timeout=600)
-            conn.request(
-                "POST",
-                "/api/tools/lookup_knowledge",
-                body=body,
-                headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
-            )
-            response = conn.getresponse()
-            payload = response.read()
-            conn.close()
-            if response.status != 200:
-                raise RuntimeError(f"{response.status}: {payload[:300]!r}")
-            return (time.perf_counter() - t0) * 1000
+            return lookup_post(web_port, token, query)[0]
 
         def raw(query: str) -> float:
             t0 = time.perf_counter()

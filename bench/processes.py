@@ -3,6 +3,8 @@ fault benchmark MariaDB and Redis servers of its own)."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
 import random
 import signal
@@ -10,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 _given: set[int] = set()
@@ -196,3 +199,72 @@ def milvus_lite_argv(folder: Path, port: int) -> list[str]:
         "--port",
         str(port),
     ]
+
+
+def web_wsgi(port: int, *, cwd: Path, log: Path) -> subprocess.Popen:
+    """``gunicorn config.wsgi`` with one sync worker on 127.0.0.1:``port``, this process's
+    environment (the benchmark's settings), started and listening."""
+    web = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "gunicorn"),
+            "config.wsgi",
+            "--workers",
+            "1",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--timeout",
+            "600",
+            "--log-level",
+            "warning",
+        ],
+        cwd=cwd,
+        env=dict(os.environ),
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+    )
+    wait_for_port(port, web)
+    return web
+
+
+def lookup_post(port: int, token: str, query: str) -> tuple[float, dict, str | None]:
+    """One ``POST /api/tools/lookup_knowledge`` with a fresh session (a full answer, never
+    withheld): (milliseconds, body, the call's public invocation id). Anything but 200 raises."""
+    body = json.dumps({"query": query, "session_id": f"bench-{uuid.uuid4().hex}"})
+    t0 = time.perf_counter()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    conn.request(
+        "POST",
+        "/api/tools/lookup_knowledge",
+        body=body,
+        headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
+    )
+    response = conn.getresponse()
+    payload = json.loads(response.read())
+    elapsed = (time.perf_counter() - t0) * 1000
+    conn.close()
+    if response.status != 200:
+        raise RuntimeError(f"{response.status}: {payload}")
+    return elapsed, payload, response.getheader("X-Invocation-Id")
+
+
+def bench_environment(work: Path, milvus_uri: str, **settings: str) -> None:
+    """This process's environment (and so its children's) for a throw-away agentkb in ``work``:
+    SQLite and the embedded broker (no DATABASE_URL, REDIS_URL or tracker backend from the
+    shell), Milvus at ``milvus_uri``, DEBUG off, budgets out of the way; ``settings`` on top."""
+    for name in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "RETRIEVAL_TRACKER_BACKEND"):
+        os.environ.pop(name, None)
+    os.environ.update(
+        {
+            "AGENTKB_VAR_DIR": str(work),
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "MILVUS_URI": milvus_uri,
+            "DEBUG": "false",
+            "SECRET_KEY": "bench-" + uuid.uuid4().hex,
+            "ALLOWED_HOSTS": "127.0.0.1,localhost",
+            "SECURE_SSL_REDIRECT": "false",
+            "LOG_LEVEL": "WARNING",
+            "API_THROTTLE_TOOL": "100000/min",
+            "API_THROTTLE_TOOL_BURST": "",
+            **settings,
+        }
+    )
