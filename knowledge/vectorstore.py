@@ -604,6 +604,13 @@ class VectorStore:
         )
         return int(rows[0]["count(*)"]) if rows else 0
 
+    def _dense_search_params(self, top_k: int) -> dict[str, Any]:
+        """What a search of the vector field sends: L2, and the index type's parameters."""
+        return {
+            "metric_type": "L2",
+            "params": milvus_index.search_params(self.index_type, self.search_params, top_k=top_k),
+        }
+
     def search(
         self,
         vector: list[float],
@@ -621,10 +628,7 @@ class VectorStore:
             "data": [[float(x) for x in vector]],
             "limit": top_k,
             "output_fields": ["doc_key", "domain", "chunk_index", *([TEXT_FIELD] if with_text else [])],
-            "search_params": {
-                "metric_type": "L2",
-                "params": milvus_index.search_params(self.index_type, self.search_params, top_k=top_k),
-            },
+            "search_params": self._dense_search_params(top_k),
         }
         if expr := domain_filter(domain, doc_keys):
             kwargs["filter"] = expr
@@ -710,10 +714,7 @@ class VectorStore:
             AnnSearchRequest(
                 data=[query],
                 anns_field="vector",
-                param={
-                    "metric_type": "L2",
-                    "params": milvus_index.search_params(self.index_type, self.search_params, top_k=top_k),
-                },
+                param=self._dense_search_params(top_k),
                 limit=top_k,
                 expr=expr,
             ),

@@ -128,8 +128,6 @@ if "://" not in MILVUS_URI:
 MILVUS_TOKEN = env.str("MILVUS_TOKEN", default="")
 MILVUS_COLLECTION = env.str("MILVUS_COLLECTION", default="agentkb_chunks")
 MILVUS_INDEX_TYPE = env.str("MILVUS_INDEX_TYPE", default="AUTOINDEX")
-# JSON objects over the defaults of knowledge.milvus_index (IVF: nlist / nprobe; HNSW: M,
-# efConstruction / ef); refused at start when not an object.
 
 
 def _json_object(name: str) -> dict:
@@ -145,6 +143,8 @@ def _json_object(name: str) -> dict:
     return value
 
 
+# JSON objects over the defaults of knowledge.milvus_index (IVF: nlist / nprobe; HNSW: M,
+# efConstruction / ef); refused at start when not an object.
 MILVUS_INDEX_PARAMS = _json_object("MILVUS_INDEX_PARAMS")
 MILVUS_SEARCH_PARAMS = _json_object("MILVUS_SEARCH_PARAMS")
 MILVUS_TIMEOUT = env.float("MILVUS_TIMEOUT", default=10.0)
