@@ -11,14 +11,14 @@
    tokens are folded;
 3. cut: Latin runs (letters, digits and ``_ . - /`` inside) stay whole, so ``err_quota_exceeded``,
    ``max_connections`` and ``java.lang.outofmemoryerror`` are one token each; everything else is
-   cut by jieba (accurate mode, the dictionary it ships), as ``retrieval.lookup.query_terms.query_terms``
-   cuts a query;
+   cut by jieba (accurate mode, the dictionary it ships, ``knowledge.lexical.cutter``), as
+   ``retrieval.lookup.query_terms.query_terms`` cuts a query;
 4. keep words: tokens with a letter or digit, at most ``MAX_TOKEN_CHARS`` long (a base64 blob is
    no word anyone asks for). Question and function words are kept: the index counts what the text
    says, and which query words are worth asking for is the query side's choice.
 
 The tokens contain no whitespace, so the tantivy index reads them back with a whitespace tokenizer.
-``ANALYSER_SIGNATURE`` names everything that decides the tokens (this module's version, jieba's,
+``ANALYSER_SIGNATURE`` names everything that decides the tokens (this module's version, the cutter's,
 the Unicode tables NFKC uses, the script folding); the lexical index stores it, and ``check_index``
 reports an index built under another signature as needing ``reindex --lexical-only``.
 """
@@ -26,10 +26,10 @@ reports an index built under another signature as needing ``reindex --lexical-on
 from __future__ import annotations
 
 import functools
-import logging
 import re
-import threading
 import unicodedata
+
+from knowledge.lexical.cutter import cut, cutter_version
 
 #: bump when a change here changes the tokens of some text
 ANALYSER_VERSION = 2
@@ -40,8 +40,6 @@ SCRIPT_FOLD = "opencc-t2s"
 _SPACES = re.compile(r"\s+")
 # The same Latin runs as retrieval.lookup.query_terms's query cutting (on casefolded text).
 _LATIN_RUN = re.compile(r"([a-z0-9][a-z0-9_.\-/]*)")
-_jieba_lock = threading.Lock()
-_jieba = None
 
 
 def normalise(text: str) -> str:
@@ -65,32 +63,18 @@ def _converter():
     return opencc.OpenCC("t2s")
 
 
-def _cutter():
-    global _jieba
-    if _jieba is None:
-        with _jieba_lock:
-            if _jieba is None:
-                import jieba
-
-                jieba.setLogLevel(logging.WARNING)
-                jieba.initialize()
-                _jieba = jieba
-    return _jieba
-
-
 def _is_word(token: str) -> bool:
     return any(ch.isalnum() for ch in token)
 
 
 def analyse(text: str) -> list[str]:
     """The tokens of ``text``, in order, repeats kept (see the module docstring)."""
-    jieba = _cutter()
     tokens: list[str] = []
     for piece in _LATIN_RUN.split(normalise(text)):
         if not piece or piece == " ":
             continue
-        cut = [piece.strip("._-/")] if _LATIN_RUN.fullmatch(piece) else jieba.lcut(piece)
-        for token in cut:
+        words = [piece.strip("._-/")] if _LATIN_RUN.fullmatch(piece) else cut(piece)
+        for token in words:
             # jieba hands whitespace back as tokens of its own; split defensively all the same
             for word in token.split():
                 if len(word) <= MAX_TOKEN_CHARS and _is_word(word):
@@ -116,10 +100,9 @@ def query_tokens(query: str) -> tuple[str, ...]:
 @functools.cache
 def analyser_signature() -> str:
     """Everything that decides the tokens, as one string stored with the index."""
-    import jieba
     import opencc
 
     return (
-        f"agentkb-analyser/{ANALYSER_VERSION} jieba/{jieba.__version__} unicode/{unicodedata.unidata_version}"
+        f"agentkb-analyser/{ANALYSER_VERSION} {cutter_version()} unicode/{unicodedata.unidata_version}"
         f" fold/{SCRIPT_FOLD}-{getattr(opencc, '__version__', '1.4')} max/{MAX_TOKEN_CHARS}"
     )

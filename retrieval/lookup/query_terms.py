@@ -1,8 +1,8 @@
 """The query's weighted terms: which words of a query say what it is about, and how much each.
 
-``query_terms(query)`` cuts the query into words with jieba (the analyzer Milvus's BM25 uses) and
-weighs each by its inverse document frequency in jieba's general-language table (the one
-``jieba.analyse`` ships): "什么", "how" and the like weigh little, names and rare words much.
+``query_terms(query)`` cuts the query into words as the lexical index cuts text (jieba,
+``knowledge.lexical.cutter``) and weighs each by its inverse document frequency in jieba's
+general-language table (the one ``jieba.analyse`` ships): "什么", "how" and the like weigh little, names and rare words much.
 The table belongs to the language, not to this corpus, so a term's weight means the same in
 every knowledge base and is known without reading the corpus. Words the table does not know
 (product names, error codes, English) get its median, as jieba's own keyword extraction does.
@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from knowledge.lexical.cutter import cut
 from retrieval.lookup.keyword_index import text_normalise
 
 # Function words jieba's table weighs as content (it has few English entries); questions are
@@ -118,8 +119,6 @@ def query_terms(query: str) -> QueryTerms:
     """The query's distinct words with their weights (see the module docstring). Cached: the
     lookup asks twice (the BM25 request, then the evidence)."""
     _idf.load()
-    import jieba
-
     seen: dict[str, Term] = {}
     tokens: list[str] = []
     # Latin runs stay whole (ERR_QUOTA_EXCEEDED, max_connections, java.lang.OutOfMemoryError):
@@ -128,7 +127,7 @@ def query_terms(query: str) -> QueryTerms:
         if _LATIN_RUN.fullmatch(piece):
             tokens.append(piece.strip("._-/"))
         elif piece.strip():
-            tokens.extend(jieba.lcut(piece))
+            tokens.extend(cut(piece))
     camel = {m.casefold() for m in _CAMEL_CASE.findall(query)}
     for token in tokens:
         token = token.strip()
