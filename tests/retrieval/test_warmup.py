@@ -13,10 +13,16 @@ from retrieval.warmup import process_warm_up
 
 @pytest.mark.django_db
 def test_warm_up_loads_every_part(vector_store):
+    import wordfreq
+
     fresh = query_terms._Idf()
+    query_terms.query_terms.cache_clear()
+    wordfreq.get_frequency_dict.cache_clear()
     with mock.patch.object(query_terms, "_idf", fresh):
         took = process_warm_up()
         assert fresh.loaded
+    # English words' frequencies too: the first query with one paid 0.1-0.2 s to load them
+    assert wordfreq.get_frequency_dict.cache_info().currsize >= 1
     assert set(took) == {"embedder", "analyser", "query_terms", "lexical_index"}
     assert all(isinstance(seconds, float) for seconds in took.values()), took
 
