@@ -105,7 +105,8 @@ class KeywordIndex:
                 holders = term_docs.setdefault(term, [])
                 if not holders or holders[-1] != index:
                     holders.append(index)
-        self.terms: list[str] = list(term_docs)
+        # Longest first: the terms long enough to hold a query are then the haystack's head.
+        self.terms: list[str] = sorted(term_docs, key=lambda t: (-len(t), t))
         self._term_docs: list[tuple[int, ...]] = [tuple(term_docs[t]) for t in self.terms]
         self._automaton = ahocorasick.Automaton()
         for term_id, term in enumerate(self.terms):
@@ -119,6 +120,7 @@ class KeywordIndex:
         for term in self.terms:
             self._starts.append(offset)
             offset += len(term) + 1
+        self._negative_lengths = [-len(term) for term in self.terms]  # ascending, for bisect
 
     def __len__(self) -> int:
         return len(self.documents)
@@ -136,18 +138,24 @@ class KeywordIndex:
             term = self.terms[term_id]
             if _bounded(query, end - len(term) + 1, end + 1):
                 found.add(term_id)
-        # The query occurring in a term.
+        # The query occurring in a term: only in the terms at least as long as the query, the
+        # haystack's head (a question is longer than most keywords; scanning every term cost
+        # 0.5 ms a lookup at 100,000 documents).
+        longer = bisect.bisect_right(self._negative_lengths, -len(query))
+        if not longer:
+            return found
         hay, starts = self._haystack, self._starts
-        pos = hay.find(query)
+        end = starts[longer - 1] + len(self.terms[longer - 1])
+        pos = hay.find(query, 0, end)
         while pos != -1:
             term_id = bisect.bisect_right(starts, pos) - 1
             term = self.terms[term_id]
             rel = pos - starts[term_id]
             if _bounded(term, rel, rel + len(query)):
                 found.add(term_id)
-                pos = hay.find(query, starts[term_id] + len(term) + 1)
+                pos = hay.find(query, starts[term_id] + len(term) + 1, end)
             else:
-                pos = hay.find(query, pos + 1)
+                pos = hay.find(query, pos + 1, end)
         return found
 
     def match(self, query: str) -> list[L0Match]:

@@ -94,3 +94,19 @@ def test_a_documents_matched_terms_come_longest_first():
     index = _index(**{"a.md": ["Redis", "Redis 缓存配置", "缓存"]})
     (match,) = index.match("Redis 缓存配置怎么改")
     assert match.terms == ["redis 缓存配置", "redis", "缓存"]
+
+
+def test_the_query_is_looked_for_in_every_term_as_long_as_it_and_in_no_shorter_one():
+    # The reverse direction scans only the terms at least as long as the query (longest first):
+    # a term exactly as long as the query, the longest term and one between are all found.
+    index = _index(
+        **{
+            "exact.md": ["redis"],
+            "longest.md": ["a very long runbook title about redis clusters"],
+            "middle.md": ["redis tuning"],
+            "shorter.md": ["red"],
+        }
+    )
+    assert sorted(_keys(index, "redis")) == ["exact.md", "longest.md", "middle.md"]
+    # a query longer than every term: only terms inside it match
+    assert sorted(_keys(index, "why does redis tuning not help the cluster")) == ["exact.md", "middle.md"]
