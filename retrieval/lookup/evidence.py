@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from retrieval.lookup.keyword_index import L0Match, text_normalise
-from retrieval.lookup.level_features import CandidateSignals, features_compute
+from retrieval.lookup.level_features import IDENTIFIERS_ABSENT, CandidateSignals, features_compute
 from retrieval.lookup.level_model import FOUND_AT, LevelModel
 from retrieval.lookup.lexical import main_script
 from retrieval.lookup.normalisation import LEXICAL_WEAK
@@ -80,10 +80,16 @@ def estimates_attach(
             continue
         candidate.features = features[candidate.doc_key]
         candidate.estimate = model.estimate(candidate.features)
-        if candidate.coverage is not None and candidate.coverage < LEXICAL_WEAK:
-            # Most of the query's key terms are absent from the text: whatever the margins say
-            # (one BM25 hit among three documents is a margin of 1), it is not an answer.
-            candidate.estimate = min(candidate.estimate, KEY_TERMS_ABSENT_CAP)
+        candidate.estimate = estimate_capped(candidate.estimate, candidate.features)
+
+
+def estimate_capped(estimate: float, features: dict[str, float]) -> float:
+    """The estimate, held below REFERENCE's band when the text lacks most of the query's key
+    terms or one of its identifiers: whatever the margins say (one BM25 hit among three
+    documents is a margin of 1), it is not an answer. ``retrieval.staff.level_fit`` replays it."""
+    if features.get("coverage", 1.0) < LEXICAL_WEAK or features.get(IDENTIFIERS_ABSENT, 0.0) > 0:
+        return min(estimate, KEY_TERMS_ABSENT_CAP)
+    return estimate
 
 
 def model_applies(candidate: Candidate) -> bool:

@@ -17,6 +17,14 @@ different sizes) is used; raw cosine, equal-weight RRF scores and "L0 matched" d
   passage on the same topic holds the query's words scattered. It is a share of the query, so it
   does not grow with the corpus or the query's length.
 
+Beside them each candidate's dict holds ``identifiers_absent``, which the model does not read: how
+many of the query's identifiers (error codes, setting names, acronyms: ``Term.identifier``) its
+text lacks as whole words. An identifier names one thing; a text without it is not the answer,
+whatever the margins say (``retrieval.lookup.evidence.estimates_attach`` caps its estimate below
+REFERENCE). "What is the Python GIL?" found a payment runbook with a Python sample at 0.994:
+"python" was the only document's word, the BM25 margin 1. Of the CMRC 2018 trial and DRCD dev
+questions, 66 name an identifier and 3 miss it in their own paragraph (fractions, 1/3 written out).
+
 Measured with ``bench/quality.py --from-collected`` (docs/lookup.md, the variants table): BM25 over
 its upper bound with the query's IDF, a BM25 of the text with the language's IDF, whole-word and
 rarest-term coverage, the best sentence's coverage and the raw cosine did not raise both hit@1 and
@@ -31,6 +39,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from retrieval.lookup.keyword_index import text_normalise
+from retrieval.lookup.query_terms import query_terms
 
 FEATURES = (
     "cos_margin",
@@ -43,6 +52,8 @@ FEATURES = (
     "lcs",
     "lcs_margin",
 )
+#: not a model feature: the count of the query's identifiers the candidate's text lacks
+IDENTIFIERS_ABSENT = "identifiers_absent"
 NEUTRAL_COVERAGE = 0.5
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _LATIN = re.compile(r"[a-z][a-z0-9_\-]*[a-z0-9]|[a-z]{2,}")
@@ -76,6 +87,13 @@ def query_entities(query: str) -> tuple[Entity, ...]:
         if len(word) >= 2 and flag in _NAME_FLAGS and not word.isascii():
             found.setdefault(word, Entity(word, "name"))
     return tuple(found.values())
+
+
+@functools.lru_cache(maxsize=1024)
+def query_identifiers(query: str) -> tuple[Entity, ...]:
+    """The query's identifiers (``retrieval.lookup.query_terms``: error codes, setting names,
+    acronyms), each to be found as a whole word."""
+    return tuple(Entity(t.text, "latin") for t in query_terms(query) if t.identifier)
 
 
 def _posseg(text: str) -> list[tuple[str, str]]:
@@ -124,6 +142,7 @@ class CandidateSignals:
 def features_compute(query: str, signals: list[CandidateSignals]) -> dict[str, dict[str, float]]:
     """Each candidate's features (see the module docstring), by doc key."""
     entities = query_entities(query) if any(s.text for s in signals) else ()
+    identifiers = query_identifiers(query) if any(s.text for s in signals) else ()
     texts = {s.doc_key: text_normalise(s.text) if s.text else "" for s in signals}
     query_normalised = text_normalise(query)
     runs = {key: longest_common_share(query_normalised, text) for key, text in texts.items()}
@@ -148,5 +167,8 @@ def features_compute(query: str, signals: list[CandidateSignals]) -> dict[str, d
             "has_entities": 1.0 if entities else 0.0,
             "lcs": runs[s.doc_key],
             "lcs_margin": runs[s.doc_key] - run_other,
+            IDENTIFIERS_ABSENT: float(sum(1 for e in identifiers if not e.found_in(texts[s.doc_key])))
+            if s.text
+            else 0.0,
         }
     return out

@@ -72,9 +72,8 @@ def fit(asked: list[Asked], *, name: str, fit_set: str):
 
 def answer(model, q: Asked) -> tuple[str | None, str | None]:
     """What the lookup answers with ``model`` (``ranking.selection_decide``): primary, level."""
-    from retrieval.lookup.evidence import KEY_TERMS_ABSENT_CAP
+    from retrieval.lookup.evidence import estimate_capped
     from retrieval.lookup.level_model import FOUND_AT, band
-    from retrieval.lookup.normalisation import LEXICAL_WEAK
 
     for c in q.candidates:
         if c.get("precise"):
@@ -83,9 +82,7 @@ def answer(model, q: Asked) -> tuple[str | None, str | None]:
             if c.get("l1_level") or c.get("via_l0"):
                 return c["doc_key"], c.get("l1_level") or "REFERENCE"
             continue
-        estimate = model.estimate(c["features"])
-        if c["features"].get("coverage", 1.0) < LEXICAL_WEAK:
-            estimate = min(estimate, KEY_TERMS_ABSENT_CAP)
+        estimate = estimate_capped(model.estimate(c["features"]), c["features"])
         if estimate >= FOUND_AT:
             level = band(estimate)
             return c["doc_key"], level.value if level else None

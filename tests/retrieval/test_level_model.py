@@ -131,6 +131,30 @@ def test_a_near_name_entity_counts_as_absent():
     assert entity_share(entities, "吴中区有很多景点") == 1.0
 
 
+def test_an_identifier_the_text_lacks_keeps_the_answer_below_reference():
+    """ "What is the Python GIL?" on a runbook with a Python sample: python is its word alone (a
+    BM25 margin of 1), GIL is nowhere. The identifier absent caps the estimate below REFERENCE."""
+    from retrieval.lookup.evidence import KEY_TERMS_ABSENT_CAP, estimate_capped
+
+    features = features_compute(
+        "What is the Python GIL?",
+        [
+            CandidateSignals(
+                "pay", 0.22, 3.1, 0.46, "Payment callback signature\n```python\nhmac.compare_digest()"
+            ),
+            CandidateSignals("gil", 0.18, None, 0.5, "Python's GIL (global interpreter lock) explained"),
+            CandidateSignals("gilt", 0.18, None, 0.5, "gilt-edged securities in python-free finance"),
+        ],
+    )
+    assert features["pay"]["identifiers_absent"] == 1.0
+    assert features["gil"]["identifiers_absent"] == 0.0
+    assert features["gilt"]["identifiers_absent"] == 1.0  # "gil" inside "gilt" is not the word
+    assert "identifiers_absent" not in FEATURES  # evidence for the cap, not for the model
+    assert estimate_capped(0.994, features["pay"]) == KEY_TERMS_ABSENT_CAP
+    assert band(estimate_capped(0.994, features["pay"])) is None
+    assert estimate_capped(0.994, features["gil"]) == 0.994
+
+
 def test_margins_compare_each_candidate_with_the_best_other():
     features = features_compute(
         "连接池大小",
