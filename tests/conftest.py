@@ -36,6 +36,11 @@ def pytest_report_header(config):
 
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        # ``-m vectors`` selects every test that writes or searches a Milvus collection (the run
+        # .ci/run repeats on Milvus 2.3.5 standalone).
+        if "vector_store" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.vectors)
     if SERVICES_MODE:
         return
     skip = pytest.mark.skip(reason=SKIP_SERVICES_REASON)
@@ -131,23 +136,70 @@ def _vector_store_location(request):
     reset_vector_store()
 
 
+@pytest.fixture(scope="session")
+def _collection_pool(_vector_store_location):
+    """On a Milvus server (not milvus-lite): emptied, loaded collections the ``vector_store``
+    fixture hands from test to test (tests/support/collection_pool.py). None elsewhere."""
+    from django.conf import settings
+
+    from knowledge.vectorstore import VectorStore
+    from tests.support.collection_pool import CollectionPool
+
+    probe = VectorStore(uri=settings.MILVUS_URI, collection="unused")
+    try:
+        server = not probe.is_embedded and not probe.capabilities().lite
+    finally:
+        probe.reset()
+    if not server:
+        yield None
+        return
+    pool = CollectionPool(settings.MILVUS_URI)
+    yield pool
+    pool.drop_all(lambda name: VectorStore(uri=pool.uri, collection=name))
+
+
 @pytest.fixture
-def vector_store(settings, tmp_path_factory):
-    """A fresh, empty Milvus collection and lexical index for one test; dropped afterwards."""
+def vector_store(settings, tmp_path_factory, monkeypatch, _collection_pool):
+    """A fresh, empty Milvus collection and lexical index for one test; dropped afterwards (on a
+    Milvus server: emptied and kept loaded for a later test, ``_collection_pool``)."""
     from knowledge.lexical import reset_lexical_engine
-    from knowledge.vectorstore import get_vector_store, reset_vector_store
+    from knowledge.vectorstore import VectorStore, get_vector_store, reset_vector_store
 
     settings.MILVUS_COLLECTION = f"t_{uuid.uuid4().hex[:12]}"
     settings.LEXICAL_INDEX_DIR = str(tmp_path_factory.mktemp("lexical"))
+    if _collection_pool is not None:
+        monkeypatch.setattr(
+            VectorStore,
+            "_ensure_collection",
+            _collection_pool.ensure_collection_wrapper(
+                VectorStore._ensure_collection, settings.MILVUS_COLLECTION
+            ),
+        )
     reset_vector_store()
     reset_lexical_engine()
     store = get_vector_store()
     yield store
     try:
-        store.drop()
+        if _collection_pool is not None:
+            _collection_pool.release(store)
+        else:
+            store.drop()
     finally:
         reset_vector_store()
         reset_lexical_engine()
+
+
+@pytest.fixture
+def milvus_bm25(settings):
+    """Milvus's own BM25 as the lexical engine: the collection then carries the BM25 field and
+    function, which ``hybrid_search`` and ``bm25_search`` read (on milvus-lite, ``auto`` keeps BM25
+    in the tantivy index beside it). Skipped on a server without it (Milvus before 2.5)."""
+    from knowledge.vectorstore import get_vector_store
+
+    caps = get_vector_store().capabilities()
+    if not (caps.bm25_function and caps.hybrid_search):
+        pytest.skip(f"Milvus's own BM25 and hybrid_search: {caps.summary()}")
+    settings.LEXICAL_ENGINE = "milvus"
 
 
 @pytest.fixture

@@ -18,6 +18,9 @@ from knowledge.milvus_capabilities import (
 )
 from knowledge.vectorstore import ChunkVector, VectorStoreMismatch
 
+# Every test here is about Milvus itself: part of the run on Milvus 2.3.5 standalone (-m vectors).
+pytestmark = pytest.mark.vectors
+
 STANDALONE_23 = capabilities_for("v2.3.5-lite")
 
 

@@ -8,6 +8,9 @@ import pytest
 from knowledge import milvus_index
 from knowledge.vectorstore import ChunkVector
 
+# Every test here is about Milvus itself: part of the run on Milvus 2.3.5 standalone (-m vectors).
+pytestmark = pytest.mark.vectors
+
 
 def test_each_index_type_gets_the_parameters_it_needs_and_the_settings_override_them():
     assert milvus_index.index_params("IVF_FLAT") == {"nlist": 1024}

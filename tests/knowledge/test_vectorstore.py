@@ -4,19 +4,6 @@ import pytest
 from knowledge.vectorstore import ChunkVector, VectorStoreMismatch
 
 
-@pytest.fixture
-def milvus_bm25(settings):
-    """Milvus's own BM25 as the lexical engine: the collection then carries the BM25 field and
-    function, which ``hybrid_search`` and ``bm25_search`` read (on milvus-lite, ``auto`` keeps BM25
-    in the tantivy index beside it). Skipped on a server without it (Milvus before 2.5)."""
-    from knowledge.vectorstore import get_vector_store
-
-    caps = get_vector_store().capabilities()
-    if not (caps.bm25_function and caps.hybrid_search):
-        pytest.skip(f"Milvus's own BM25 and hybrid_search: {caps.summary()}")
-    settings.LEXICAL_ENGINE = "milvus"
-
-
 def _unit(v):
     v = np.asarray(v, dtype=np.float32)
     return (v / np.linalg.norm(v)).tolist()

@@ -30,7 +30,13 @@ ERR_TIMEOUT：请求超时错误码，上游服务没有在规定时间内响应
 
 
 def _stored(store, chunk_ids):
-    rows = store.client().get(store.collection, ids=chunk_ids, output_fields=["vector", "text", "domain"])
+    # Strong: a Milvus server's default (Bounded) view may not hold rows written a moment ago.
+    rows = store.client().get(
+        store.collection,
+        ids=chunk_ids,
+        output_fields=["vector", "text", "domain"],
+        consistency_level="Strong",
+    )
     return {r["chunk_id"]: r for r in rows}
 
 

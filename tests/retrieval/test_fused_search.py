@@ -100,10 +100,11 @@ def test_a_query_with_no_word_for_bm25_is_searched_dense_alone(vector_store):
 
 
 @pytest.mark.parametrize("ranker", ["rrf", "weighted"])
-def test_fused_here_on_milvus_s_bm25_it_ranks_as_milvus_s_own_hybrid_search(vector_store, settings, ranker):
+def test_fused_here_on_milvus_s_bm25_it_ranks_as_milvus_s_own_hybrid_search(
+    vector_store, milvus_bm25, ranker
+):
     """With Milvus's own BM25 as the lexical engine, fusing here gives the order Milvus's
-    hybrid_search gives: the fusion moved, not the ranking."""
-    settings.LEXICAL_ENGINE = "milvus"
+    hybrid_search gives: the fusion moved, not the ranking. Skipped on a Milvus without BM25."""
     from knowledge.lexical import reset_lexical_engine
 
     reset_lexical_engine()
