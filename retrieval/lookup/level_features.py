@@ -23,7 +23,8 @@ text lacks as whole words. An identifier names one thing; a text without it is n
 whatever the margins say (``retrieval.lookup.evidence.estimates_attach`` caps its estimate below
 REFERENCE). "What is the Python GIL?" found a payment runbook with a Python sample at 0.994:
 "python" was the only document's word, the BM25 margin 1. Of the CMRC 2018 trial and DRCD dev
-questions, 66 name an identifier and 3 miss it in their own paragraph (fractions, 1/3 written out).
+questions, 66 name an identifier and 3 miss it in their own paragraph, all three fractions (1/3 written
+out), which are numbers here, not identifiers.
 
 Measured with ``bench/quality.py --from-collected`` (docs/lookup.md, the variants table): BM25 over
 its upper bound with the query's IDF, a BM25 of the text with the language's IDF, whole-word and
@@ -92,8 +93,13 @@ def query_entities(query: str) -> tuple[Entity, ...]:
 @functools.lru_cache(maxsize=1024)
 def query_identifiers(query: str) -> tuple[Entity, ...]:
     """The query's identifiers (``retrieval.lookup.query_terms``: error codes, setting names,
-    acronyms), each to be found as a whole word."""
-    return tuple(Entity(t.text, "latin") for t in query_terms(query) if t.identifier)
+    acronyms), each to be found as a whole word. Numbers are not among them ("1/3" is written
+    三分之一 as often): ``entity_share`` weighs those."""
+    return tuple(
+        Entity(t.text, "latin")
+        for t in query_terms(query)
+        if t.identifier and any(ch.isalpha() for ch in t.text)
+    )
 
 
 def _posseg(text: str) -> list[tuple[str, str]]:

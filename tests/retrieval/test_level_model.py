@@ -153,6 +153,11 @@ def test_an_identifier_the_text_lacks_keeps_the_answer_below_reference():
     assert estimate_capped(0.994, features["pay"]) == KEY_TERMS_ABSENT_CAP
     assert band(estimate_capped(0.994, features["pay"])) is None
     assert estimate_capped(0.994, features["gil"]) == 0.994
+    # a fraction is a number (weighed by entity_share), not an identifier: 1/3 is written 三分之一
+    (fraction,) = features_compute(
+        "约有1/3的人口死亡", [CandidateSignals("d", 0.3, 2.0, 0.8, "约三分之一的人口死亡")]
+    ).values()
+    assert fraction["identifiers_absent"] == 0.0
 
 
 def test_margins_compare_each_candidate_with_the_best_other():
