@@ -139,7 +139,10 @@ def main(argv: list[str] | None = None) -> int:
         if proc is not None and proc.poll() is None:
             proc.terminate()
             try:
-                proc.wait(timeout=30)  # a clean stop flushes; MilvusServer.stop waits only 1 s
+                # A clean stop flushes (MilvusServer.stop waits only 1 s); 20 s at most, well
+                # inside the 30 s callers give this starter (bench.processes.stop) before SIGKILL,
+                # which would leave the server running without it.
+                proc.wait(timeout=20)
             except Exception:
                 proc.kill()
         server.stop()
