@@ -18,6 +18,7 @@ def test_warm_up_loads_every_part(vector_store):
     fresh = query_terms._Idf()
     query_terms.query_terms.cache_clear()
     wordfreq.get_frequency_dict.cache_clear()
+    wordfreq._wf_cache.clear()  # its per-word cache: a word another test looked up is not reloaded
     with mock.patch.object(query_terms, "_idf", fresh):
         took = process_warm_up()
         assert fresh.loaded
