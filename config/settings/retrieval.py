@@ -29,7 +29,8 @@ RETRIEVAL_L1_MODE = env.str("RETRIEVAL_L1_MODE", default="hybrid").strip().lower
 if RETRIEVAL_L1_MODE not in ("hybrid", "dense"):
     raise ImproperlyConfigured(f"RETRIEVAL_L1_MODE must be hybrid or dense; got '{RETRIEVAL_L1_MODE}'")
 # How hybrid search fuses its two rankings: "rrf" (reciprocal rank fusion, k = RETRIEVAL_RRF_K)
-# or "weighted" (Milvus's WeightedRanker, RETRIEVAL_DENSE_WEIGHT on the dense side).
+# or "weighted" (Milvus's WeightedRanker); either weighs the dense side by RETRIEVAL_DENSE_WEIGHT
+# (0.5: equal, Milvus's RRFRanker exactly).
 RETRIEVAL_HYBRID_RANKER = env.str("RETRIEVAL_HYBRID_RANKER", default="rrf").strip().lower()
 if RETRIEVAL_HYBRID_RANKER not in ("rrf", "weighted"):
     raise ImproperlyConfigured(
@@ -43,6 +44,10 @@ if RETRIEVAL_LEVELS not in ("model", "thresholds"):
     raise ImproperlyConfigured(f"RETRIEVAL_LEVELS must be model or thresholds; got '{RETRIEVAL_LEVELS}'")
 RETRIEVAL_RRF_K = env.int("RETRIEVAL_RRF_K", default=60)
 RETRIEVAL_DENSE_WEIGHT = env.float("RETRIEVAL_DENSE_WEIGHT", default=0.5)
+if not 0.0 <= RETRIEVAL_DENSE_WEIGHT <= 1.0:
+    raise ImproperlyConfigured(
+        f"RETRIEVAL_DENSE_WEIGHT must be between 0 and 1; got {RETRIEVAL_DENSE_WEIGHT}"
+    )
 RETRIEVAL_MAX_SUPPLEMENT = env.int("RETRIEVAL_MAX_SUPPLEMENT", default=3)
 RETRIEVAL_TOP_K = env.int("RETRIEVAL_TOP_K", default=20)
 RETRIEVAL_MAX_QUERY_CHARS = env.int("RETRIEVAL_MAX_QUERY_CHARS", default=2000)

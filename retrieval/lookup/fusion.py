@@ -2,7 +2,10 @@
 (tantivy beside Milvus, or Milvus's own BM25), so a level never depends on where BM25 ran.
 
 ``rrf``: reciprocal rank fusion, ``score = sum 1 / (k + rank + 1)`` over the two rankings (rank
-from 0), as Milvus's RRFRanker computes it; ties keep the dense ranking's order first.
+from 0), as Milvus's RRFRanker computes it; ties keep the dense ranking's order first. With a
+``dense_weight`` other than 0.5 each ranking's term is weighed by it (dense) and its complement
+(lexical), twice over so 0.5 is Milvus's RRFRanker exactly: equal-weight RRF ranked worse than
+BM25 alone on DRCD (hit@1 0.912 against 0.939, issue 24's measurement).
 ``weighted``: Milvus's WeightedRanker: the dense side's squared L2 distance normalised to
 ``1 - 2 atan(d) / pi``, the BM25 score to ``2 atan(s) / pi``, summed with ``dense_weight`` and
 ``1 - dense_weight``. Both give the order the hybrid search inside Milvus gave, on the same
@@ -27,11 +30,11 @@ class Ranked:
     score: float
 
 
-def _rrf(dense: Sequence[Ranked], lexical: Sequence[Ranked], k: int) -> dict[str, float]:
+def _rrf(dense: Sequence[Ranked], lexical: Sequence[Ranked], k: int, dense_weight: float) -> dict[str, float]:
     fused: dict[str, float] = {}
-    for ranking in (dense, lexical):
+    for ranking, weight in ((dense, 2.0 * dense_weight), (lexical, 2.0 * (1.0 - dense_weight))):
         for rank, item in enumerate(ranking):
-            fused[item.chunk_id] = fused.get(item.chunk_id, 0.0) + 1.0 / (k + rank + 1)
+            fused[item.chunk_id] = fused.get(item.chunk_id, 0.0) + weight / (k + rank + 1)
     return fused
 
 
@@ -57,7 +60,7 @@ def rankings_fuse(
 ) -> list[str]:
     """The ``top_k`` chunk ids of the fused ranking, best first."""
     if ranker == "rrf":
-        fused = _rrf(dense, lexical, rrf_k)
+        fused = _rrf(dense, lexical, rrf_k, dense_weight)
     elif ranker == "weighted":
         fused = _weighted(dense, lexical, dense_weight)
     else:

@@ -30,6 +30,36 @@ def test_rrf_sums_one_over_k_plus_rank_plus_one_and_keeps_the_dense_order_on_tie
     assert rankings_fuse(dense, lexical, ranker="rrf", top_k=2, rrf_k=60) == ["c", "a"]
 
 
+def test_rrf_weighs_each_ranking_by_the_dense_weight_and_half_is_milvus_s_rrf():
+    dense = [Ranked("a", 0.1), Ranked("b", 0.2)]
+    lexical = [Ranked("b", 9.0), Ranked("a", 5.0), Ranked("c", 1.0)]
+    # equal: a = 1/61 + 1/62 = b; the tie keeps the dense order
+    assert rankings_fuse(dense, lexical, ranker="rrf", top_k=3, rrf_k=60, dense_weight=0.5)[:2] == ["a", "b"]
+    # BM25 weighed more: b (first in BM25) leads, and c (BM25 alone) passes nothing dense-only
+    assert rankings_fuse(dense, lexical, ranker="rrf", top_k=3, rrf_k=60, dense_weight=0.3) == ["b", "a", "c"]
+    # the dense side alone decides at 1, BM25's alone at 0
+    assert rankings_fuse(dense, lexical, ranker="rrf", top_k=2, rrf_k=60, dense_weight=1.0) == ["a", "b"]
+    assert rankings_fuse(dense, lexical, ranker="rrf", top_k=3, rrf_k=60, dense_weight=0.0) == ["b", "a", "c"]
+
+
+def test_a_dense_weight_outside_0_to_1_stops_the_start_naming_the_setting():
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        env={
+            **__import__("os").environ,
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "RETRIEVAL_DENSE_WEIGHT": "1.5",
+        },
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode != 0
+    assert "RETRIEVAL_DENSE_WEIGHT must be between 0 and 1; got 1.5" in done.stderr
+
+
 def test_weighted_normalises_a_distance_and_a_bm25_score_as_milvus_does():
     dense = [Ranked("near", 0.0), Ranked("far", 3.0)]
     lexical = [Ranked("far", 100.0)]
