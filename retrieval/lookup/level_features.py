@@ -18,8 +18,8 @@ different sizes) is used; raw cosine, equal-weight RRF scores and "L0 matched" d
   does not grow with the corpus or the query's length.
 
 Beside them each candidate's dict holds ``identifiers_absent``, which the model does not read: how
-many of the query's identifiers (error codes, setting names, acronyms: ``Term.identifier``) its
-text lacks as whole words. An identifier names one thing; a text without it is not the answer,
+many of the query's identifiers (error codes and setting names with a separator, names in
+capitals or camel case: ``query_identifiers``) its text lacks as whole words. An identifier names one thing; a text without it is not the answer,
 whatever the margins say (``retrieval.lookup.evidence.estimates_attach`` caps its estimate below
 REFERENCE). "What is the Python GIL?" found a payment runbook with a Python sample at 0.994:
 "python" was the only document's word, the BM25 margin 1. Of the CMRC 2018 trial and DRCD dev
@@ -40,7 +40,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from retrieval.lookup.keyword_index import text_normalise
-from retrieval.lookup.query_terms import query_terms
+from retrieval.lookup.query_terms import CAMEL_CASE, query_terms
 
 FEATURES = (
     "cos_margin",
@@ -92,13 +92,19 @@ def query_entities(query: str) -> tuple[Entity, ...]:
 
 @functools.lru_cache(maxsize=1024)
 def query_identifiers(query: str) -> tuple[Entity, ...]:
-    """The query's identifiers (``retrieval.lookup.query_terms``: error codes, setting names,
-    acronyms), each to be found as a whole word. Numbers are not among them ("1/3" is written
-    三分之一 as often): ``entity_share`` weighs those."""
+    """The query's identifiers that name one thing, each to be found as a whole word: a code or
+    setting name with a separator inside (``ERR_QUOTA_EXCEEDED``, ``max_connections``,
+    ``java.lang.OutOfMemoryError``), or a name written in capitals or camel case with at least
+    three letters (``GIL``, ``HikariCP``). Not every ``Term.identifier``: numbers ("1/3" is written
+    三分之一 as often; ``entity_share`` weighs them), and short or lower-case mixes of letters and
+    digits ("k8s", "v2", a hex id) are abbreviations or noise as often as names."""
+    named = {m.casefold() for m in CAMEL_CASE.findall(query) if sum(ch.isalpha() for ch in m) >= 3}
     return tuple(
         Entity(t.text, "latin")
         for t in query_terms(query)
-        if t.identifier and any(ch.isalpha() for ch in t.text)
+        if t.identifier
+        and any(ch.isalpha() for ch in t.text)
+        and (any(ch in "_./-" for ch in t.text.strip("._-/")) or t.text in named)
     )
 
 

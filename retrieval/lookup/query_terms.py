@@ -128,7 +128,7 @@ def query_terms(query: str) -> QueryTerms:
             tokens.append(piece.strip("._-/"))
         elif piece.strip():
             tokens.extend(cut(piece))
-    camel = {m.casefold() for m in _CAMEL_CASE.findall(query)}
+    camel = {m.casefold() for m in CAMEL_CASE.findall(query)}
     for token in tokens:
         token = token.strip()
         if (
@@ -175,6 +175,6 @@ def _latin_weight(word: str) -> float:
 
 _LATIN_RUN = re.compile(r"([a-z0-9][a-z0-9_.\-/]*)")
 # maxUnavailable, HikariCP, OutOfMemoryError: read from the query before it is case-folded.
-_CAMEL_CASE = re.compile(r"\b[A-Za-z][a-z0-9]*[A-Z][A-Za-z0-9]*\b")
+CAMEL_CASE = re.compile(r"\b[A-Za-z][a-z0-9]*[A-Z][A-Za-z0-9]*\b")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
 _LATIN_WORD = re.compile(r"[a-z0-9][a-z0-9_]*")

@@ -158,6 +158,11 @@ def test_an_identifier_the_text_lacks_keeps_the_answer_below_reference():
         "约有1/3的人口死亡", [CandidateSignals("d", 0.3, 2.0, 0.8, "约三分之一的人口死亡")]
     ).values()
     assert fraction["identifiers_absent"] == 0.0
+    # abbreviations and ids in lower case are not names to insist on: "k8s" for Kubernetes
+    (abbreviation,) = features_compute(
+        "k8s 集群扩容 3fa9", [CandidateSignals("d", 0.3, 2.0, 0.8, "Kubernetes 集群扩容")]
+    ).values()
+    assert abbreviation["identifiers_absent"] == 0.0
 
 
 def test_margins_compare_each_candidate_with_the_best_other():
