@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 
 import httpx
 import pytest
@@ -40,7 +41,9 @@ def _fresh_user(token):
 
 def _rest_texts(client) -> dict[str, str]:
     lookup = client.post(
-        "/api/tools/lookup_knowledge", {"query": "ERR_TIMEOUT", "session_id": "per-token"}, format="json"
+        "/api/tools/lookup_knowledge",
+        {"query": "ERR_TIMEOUT", "session_id": f"per-token-{uuid.uuid4().hex}"},
+        format="json",
     ).json()
     return {
         "message": lookup["message"],

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import uuid
 
 import pytest
 from openai import OpenAI
@@ -124,7 +125,7 @@ def test_a_strict_call_with_top_k_null_is_a_lookup_with_the_default(agent_client
     response = agent_client.post(
         "/api/tools/lookup_knowledge",
         {"query": "ERR_TIMEOUT", "domains": None, "metadata_condition": None, "top_k": None},
-        HTTP_X_SESSION_ID="strict",
+        HTTP_X_SESSION_ID=f"strict-{uuid.uuid4().hex}",  # Redis outlives a run: a session of its own
         format="json",
     )
     assert response.status_code == 200 and response.json()["relevanceLevel"] == "PRECISE"
