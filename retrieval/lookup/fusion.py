@@ -2,10 +2,10 @@
 (tantivy beside Milvus, or Milvus's own BM25), so a level never depends on where BM25 ran.
 
 ``rrf``: reciprocal rank fusion, ``score = sum 1 / (k + rank + 1)`` over the two rankings (rank
-from 0), as Milvus's RRFRanker computes it; ties keep the dense ranking's order first. With a
-``dense_weight`` other than 0.5 each ranking's term is weighed by it (dense) and its complement
-(lexical), twice over so 0.5 is Milvus's RRFRanker exactly: equal-weight RRF ranked worse than
-BM25 alone on DRCD (hit@1 0.912 against 0.939, issue 24's measurement).
+from 0), as Milvus's RRFRanker computes it; ties keep the dense ranking's order first. Each
+ranking's term is weighed by ``dense_weight`` (dense) and its complement (lexical), twice over, so
+0.5 (the default) is Milvus's RRFRanker exactly. 0.3 and 0.6 lowered hit@1 on CMRC 2018 and DRCD
+alike (docs/lookup.md).
 ``weighted``: Milvus's WeightedRanker: the dense side's squared L2 distance normalised to
 ``1 - 2 atan(d) / pi``, the BM25 score to ``2 atan(s) / pi``, summed with ``dense_weight`` and
 ``1 - dense_weight``. Both give the order the hybrid search inside Milvus gave, on the same

@@ -18,13 +18,13 @@ different sizes) is used; raw cosine, equal-weight RRF scores and "L0 matched" d
   does not grow with the corpus or the query's length.
 
 Beside them each candidate's dict holds ``identifiers_absent``, which the model does not read: how
-many of the query's identifiers (error codes and setting names with a separator, names in
-capitals or camel case: ``query_identifiers``) its text lacks as whole words. An identifier names one thing; a text without it is not the answer,
-whatever the margins say (``retrieval.lookup.evidence.estimates_attach`` caps its estimate below
-REFERENCE). "What is the Python GIL?" found a payment runbook with a Python sample at 0.994:
-"python" was the only document's word, the BM25 margin 1. Of the CMRC 2018 trial and DRCD dev
-questions, 66 name an identifier and 3 miss it in their own paragraph, all three fractions (1/3 written
-out), which are numbers here, not identifiers.
+many of the query's identifiers (``query_identifiers``) its text lacks as whole words. An
+identifier names one thing; a text without it is not the answer, whatever the margins say
+(``retrieval.lookup.evidence.estimate_capped`` holds its estimate below REFERENCE). "What is the
+Python GIL?" found a payment runbook with a Python sample at 0.994: "python" was that document's
+word alone, a BM25 margin of 1. Of the CMRC 2018 trial and DRCD dev questions, 66 name an
+identifier and 3 miss it in their own paragraph, all three fractions (1/3 written out), which are
+numbers here, not identifiers.
 
 Measured with ``bench/quality.py --from-collected`` (docs/lookup.md, the variants table): BM25 over
 its upper bound with the query's IDF, a BM25 of the text with the language's IDF, whole-word and
@@ -40,7 +40,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from retrieval.lookup.keyword_index import text_normalise
-from retrieval.lookup.query_terms import CAMEL_CASE, query_terms
+from retrieval.lookup.query_terms import CAMEL_CASE, has_separator, query_terms
 
 FEATURES = (
     "cos_margin",
@@ -102,9 +102,7 @@ def query_identifiers(query: str) -> tuple[Entity, ...]:
     return tuple(
         Entity(t.text, "latin")
         for t in query_terms(query)
-        if t.identifier
-        and any(ch.isalpha() for ch in t.text)
-        and (any(ch in "_./-" for ch in t.text.strip("._-/")) or t.text in named)
+        if t.identifier and any(ch.isalpha() for ch in t.text) and (has_separator(t.text) or t.text in named)
     )
 
 

@@ -2,7 +2,8 @@
 
 ``query_terms(query)`` cuts the query into words as the lexical index cuts text (jieba,
 ``knowledge.lexical.cutter``) and weighs each by its inverse document frequency in jieba's
-general-language table (the one ``jieba.analyse`` ships): "什么", "how" and the like weigh little, names and rare words much.
+general-language table (the one ``jieba.analyse`` ships): "什么", "how" and the like weigh
+little, names and rare words much.
 The table belongs to the language, not to this corpus, so a term's weight means the same in
 every knowledge base and is known without reading the corpus. Words the table does not know
 (product names, error codes, English) get its median, as jieba's own keyword extraction does.
@@ -158,12 +159,15 @@ def bm25_query_text(query: str) -> str:
     return " ".join(t.text for t in query_terms(query))
 
 
+def has_separator(token: str) -> bool:
+    """``_ . / -`` inside the token (not at its ends): ``err_timeout``, ``java.lang.x``, ``1/3``."""
+    return any(ch in "_./-" for ch in token.strip("._-/"))
+
+
 def _is_identifier(token: str) -> bool:
     """An error code, a setting or a metric name: a separator inside, or letters and digits."""
     inner = token.strip("._-/")
-    return any(ch in "_./-" for ch in inner) or (
-        any(ch.isdigit() for ch in inner) and any(ch.isalpha() for ch in inner)
-    )
+    return has_separator(token) or (any(ch.isdigit() for ch in inner) and any(ch.isalpha() for ch in inner))
 
 
 def _latin_weight(word: str) -> float:
