@@ -95,7 +95,7 @@ def document_ingest(
             # The same key uploaded concurrently: the other upload created it; replace it.
             existing = ApiDocument.objects.select_for_update().get(doc_key=parsed.doc_key)
         else:
-            document_original_store(document=document, data=data, name=name)
+            document_original_store(document=document, data=data, name=name, created=True)
             _queue(document.id, repair=False, index_queue=index_queue)
             _domains_changed(document.domain, index_queue=index_queue)
             return IngestResult(outcome=ADDED, name=name, document=document)

@@ -11,8 +11,8 @@ A run goes through its documents in phases, so the model and Milvus see full bat
    through one sandbox child reused for the run), chunk it;
 2. every chunk of every document embedded in batches of ``EMBEDDING_BATCH_SIZE``; when that
    fails, each document is embedded on its own, so only the documents that fail end FAILED;
-3. one upsert of all the vectors, then the documents' lexical entries in one commit (the tantivy
-   index on the embedded default; ``knowledge.services.lexical``);
+3. one upsert of all the vectors (from a thread) while the documents' lexical entries are written
+   in one commit (the tantivy index on the embedded default; ``knowledge.services.lexical``);
 4. per document, one savepoint of the run's one transaction: swap the DocumentChunk rows, set
    the new version's title and text, mark INDEXED (``indexed_at``); once that commits, the
    surplus old vectors are deleted.
@@ -35,9 +35,10 @@ unless ``final_attempt``, when they end FAILED with the reason.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections import defaultdict
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 
@@ -45,12 +46,13 @@ import numpy as np
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
 from knowledge.chunking import Chunk
 from knowledge.converters import ConversionError
 from knowledge.embeddings import EmbeddingError, get_embedder
-from knowledge.models import ApiDocument, DocumentChunk, chunk_id_for
+from knowledge.models import ApiDocument, DocumentChunk, DocumentOriginal, chunk_id_for
 from knowledge.parsing import ParsedDocument
 from knowledge.services.chunk_preparation import (
     chunk_embedding_texts,
@@ -65,6 +67,7 @@ from knowledge.services.index_status import (
     TemporaryIndexError,
     document_index_failed,
     document_status_set,
+    documents_indexing_started,
     unexpected_reason,
 )
 from knowledge.services.lexical import documents_lexical_prepare, documents_lexical_write
@@ -75,6 +78,7 @@ from knowledge.services.vectors import (
     vectors_prune_queue,
 )
 from knowledge.services.versions import (
+    document_originals_known,
     document_version_apply,
     document_version_prepare,
     document_version_refused,
@@ -170,7 +174,11 @@ def documents_index(*, entries: list[tuple[int, bool]], final_attempt: bool) -> 
             except LockTimeout as exc:
                 _lock_busy(run, exc, alone=alone, final_attempt=final_attempt)
                 continue
-            _isolated(run, alone, lambda r=run: _prepare(r, sandbox, timings))
+        locked = [r for r in runs if r.result is None]
+        originals = _started(locked, alone)
+        for run in locked:
+            if run.result is None:
+                _isolated(run, alone, lambda r=run: _prepare(r, sandbox, originals, timings))
         ready = [r for r in runs if r.result is None]
         # The chunk texts analysed for the lexical index while the embedder runs (most of a
         # lexical write's cost); written with the vectors, for the runs that got them.
@@ -237,23 +245,51 @@ def _isolated(run: _Run, alone: bool, step, *, after_upsert: bool = False) -> No
             raise
 
 
-def _prepare(run: _Run, sandbox, timings: dict[str, float]) -> None:
-    document = ApiDocument.objects.filter(id=run.document_id).first()
-    if document is None:
-        run.result = IndexResult(status=GONE)
-        return
-    run.document, run.version = document, document.content_hash
-    # A run that died mid-way (INDEXING left behind), failed or is being retried may have left
-    # vectors no chunk row knows of: such a run asks Milvus what the document holds. A normal run
-    # knows its stale ids from the previous chunk rows, which spares a Milvus query per document.
-    run.recovering = (
-        run.repair or document.status in (ApiDocument.Status.INDEXING, FAILED) or bool(document.error)
-    )
-    if not document_status_set(run.document_id, run.version, ApiDocument.Status.INDEXING):
-        run.result = IndexResult(status=SUPERSEDED)
-        return
+def _started(runs: list[_Run], alone: bool) -> dict[int, DocumentOriginal]:
+    """Read the locked documents and mark them INDEXING (taking the lease), a few queries for the
+    whole run; returns their stored originals (without the bytes) for ``_prepare``. A document
+    gone meanwhile ends GONE, one re-uploaded meanwhile SUPERSEDED. When the database fails here,
+    every document of the run fails with the reason."""
+    if not runs:
+        return {}
+    try:
+        documents = ApiDocument.objects.in_bulk([r.document_id for r in runs])
+        for run in runs:
+            document = documents.get(run.document_id)
+            if document is None:
+                run.result = IndexResult(status=GONE)
+                continue
+            run.document, run.version = document, document.content_hash
+            # A run that died mid-way (INDEXING left behind), failed or is being retried may have
+            # left vectors no chunk row knows of: such a run asks Milvus what the document holds. A
+            # normal run knows its stale ids from the previous chunk rows, which spares a Milvus
+            # query per document.
+            run.recovering = (
+                run.repair or document.status in (ApiDocument.Status.INDEXING, FAILED) or bool(document.error)
+            )
+        found = [r for r in runs if r.result is None]
+        started = documents_indexing_started({r.document_id: r.version for r in found})
+        for run in found:
+            if run.document_id not in started:
+                run.result = IndexResult(status=SUPERSEDED)
+        return document_originals_known(document_ids=sorted(started))
+    except Exception as exc:
+        logger.exception("starting the indexing of %d documents failed", len(runs))
+        for run in runs:
+            if run.result is None:
+                try:
+                    run.fail(unexpected_reason(exc))
+                except Exception:
+                    logger.exception("could not record the failure of document %s", run.document_id)
+        if alone:
+            raise
+        return {}
+
+
+def _prepare(run: _Run, sandbox, originals: dict[int, DocumentOriginal], timings: dict[str, float]) -> None:
+    document = run.document
     try:  # a re-upload's text (PDF, DOCX...: converted in a sandbox), swapped in with its chunks
-        run.prepared = document_version_prepare(document=document, sandbox=sandbox)
+        run.prepared = document_version_prepare(document=document, sandbox=sandbox, originals=originals)
     except ConversionError as exc:
         document_version_refused(document=document, version=run.version, reason=exc.reason)
         run.result = IndexResult(status=FAILED, error=exc.reason)
@@ -324,15 +360,21 @@ def _upsert(
         embedder = get_embedder()
         store = get_vector_store()
         store.ensure_collection(dim=embedder.dim, model_name=embedder.model_name)
-        store.upsert(
-            [
-                row
-                for r in runs
-                for row in chunk_vectors(r.document, r.chunks, vectors=r.vectors, texts=r.texts)
-            ]
-        )
-        # The same texts, analysed, in one lexical commit: a LexicalIndexError is a VectorStoreError.
-        documents_lexical_write([(r.document, r.chunks, r.texts) for r in runs], prepared=analysed)
+        rows = [
+            row for r in runs for row in chunk_vectors(r.document, r.chunks, vectors=r.vectors, texts=r.texts)
+        ]
+        # The vectors go to Milvus from a thread while this one writes the same texts, analysed,
+        # to the lexical index in one commit: the upsert mostly waits on Milvus, the lexical
+        # commit on tantivy, so together they take the longer of the two, not the sum. Both end
+        # before anything else happens; a LexicalIndexError is a VectorStoreError. When the
+        # vectors fail and the lexical entries landed, the retry rewrites them, or (the run
+        # given up) the prune queued below syncs them with the chunk rows.
+        upserted = _vector_writes().submit(store.upsert, rows)
+        try:
+            documents_lexical_write([(r.document, r.chunks, r.texts) for r in runs], prepared=analysed)
+        finally:
+            wait([upserted])
+        upserted.result()
     except (EmbeddingError, VectorStoreMismatch) as exc:
         for run in runs:
             run.fail(str(exc))
@@ -355,6 +397,26 @@ def _upsert(
         if alone:
             raise
     timings["upsert_s"] += time.perf_counter() - started
+
+
+_vector_writer: ThreadPoolExecutor | None = None
+
+
+def _vector_writes() -> ThreadPoolExecutor:
+    """The threads that send a run's vectors to Milvus, made on first use (a forked worker child
+    makes its own). Two, so runs of one process in threads never queue behind each other."""
+    global _vector_writer
+    if _vector_writer is None:
+        _vector_writer = ThreadPoolExecutor(max_workers=2, thread_name_prefix="agentkb-vectors")
+    return _vector_writer
+
+
+def _forget_vector_writes() -> None:
+    global _vector_writer
+    _vector_writer = None  # its threads did not survive the fork: the child makes its own
+
+
+os.register_at_fork(after_in_child=_forget_vector_writes)
 
 
 def _swap(run: _Run, timings: dict[str, float]) -> None:
@@ -380,13 +442,17 @@ def _swapped_together(runs: list[_Run], timings: dict[str, float]) -> bool:
 
 def _swap_runs(runs: list[_Run], timings: dict[str, float]) -> None:
     """The new chunk rows, text and status of ``runs`` in one savepoint; lookups see all or
-    nothing. The row locks, the old chunk rows read and deleted, the new ones written and the
-    documents updated: each one query, whatever the number of runs."""
+    nothing. The row locks, the old chunk rows read and deleted and the new ones written: each one
+    query, whatever the number of runs (and one more for the new versions' text, when there are)."""
     started = time.perf_counter()
     with transaction.atomic():
         ids = [r.document_id for r in runs]
         currents = {
-            d.id: d for d in ApiDocument.objects.select_for_update().filter(id__in=ids).order_by("id")
+            d.id: d
+            for d in ApiDocument.objects.select_for_update()
+            .filter(id__in=ids)
+            .only("id", "content_hash", "metadata")
+            .order_by("id")
         }
         for run in runs:
             current = currents.get(run.document_id)
@@ -406,17 +472,31 @@ def _swap_runs(runs: list[_Run], timings: dict[str, float]) -> None:
             [row for r in proceeding for row in chunk_rows(r.document_id, r.chunks)], batch_size=500
         )
         now = timezone.now()
-        fields = {"status", "error", "chunk_count", "indexed_at", "index_lease_until", "updated_at"}
+        # INDEXED in one UPDATE whose only CASE is the chunk count, by distinct count (a few a
+        # batch): bulk_update's CASE per row and field cost more than the rest of the swap.
+        by_count: dict[int, list[int]] = defaultdict(list)
+        versioned: list[ApiDocument] = []
+        fields: set[str] = set()
         for run in proceeding:
-            current = currents[run.document_id]
             run.stale_ids = [
                 chunk_id_for(run.doc_key, i) for i in previous[run.document_id] if i >= len(run.chunks)
             ]
-            current.status, current.error, current.chunk_count = INDEXED, "", len(run.chunks)
-            current.indexed_at = current.updated_at = now
-            current.index_lease_until = None
-            fields.update(document_version_apply(current=current, prepared=run.prepared))
-        ApiDocument.objects.bulk_update([currents[r.document_id] for r in proceeding], sorted(fields))
+            by_count[len(run.chunks)].append(run.document_id)
+            current = currents[run.document_id]
+            if changed := document_version_apply(current=current, prepared=run.prepared):
+                versioned.append(current)
+                fields.update(changed)
+        counts = [When(id__in=ids, then=Value(count)) for count, ids in sorted(by_count.items())]
+        ApiDocument.objects.filter(id__in=[r.document_id for r in proceeding]).update(
+            status=INDEXED,
+            error="",
+            chunk_count=Case(*counts, default=F("chunk_count")),
+            indexed_at=now,
+            index_lease_until=None,
+            updated_at=now,
+        )
+        if versioned:  # a new version's title, text and metadata (re-uploads, converted files)
+            ApiDocument.objects.bulk_update(versioned, sorted(fields))
         for run in proceeding:
             run.result = IndexResult(status=INDEXED, chunk_count=len(run.chunks))
     timings["commit_s"] += time.perf_counter() - started

@@ -3,10 +3,11 @@ swap, removed with a document, checked and repaired, rebuilt from the stored chu
 
 What a chunk's lexical entry indexes is what its vector embeds and Milvus's BM25 field holds: the
 document title, the chunk's heading path and its text (``chunk_embedding_text``), analysed by
-``knowledge.lexical.analyser``. An indexing run writes its documents' entries right after their
-vectors and before the database swap, in one commit (``documents_lexical_write``), each document's
-old entries replaced. A failure before that commit leaves the index as it was; a failure after it
-(the swap) is put right by ``document_lexical_sync``, which rewrites a document's entries from its
+``knowledge.lexical.analyser``. An indexing run writes its documents' entries while their
+vectors are upserted and before the database swap, in one commit (``documents_lexical_write``),
+each document's old entries replaced. A failure before that commit leaves the index as it was; a
+failure after it (the vectors' upsert, the swap) is put right by the run's retry or by
+``document_lexical_sync``, which rewrites a document's entries from its
 chunk rows (or removes them when the document is gone). ``knowledge.services.vectors`` calls it
 wherever vectors are pruned, so every path that tidies vectors (a failed run, a document deleted
 while indexed, the prune task, ``check_index --repair``) tidies the lexical index too.
@@ -22,6 +23,7 @@ their read and their commit.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -113,6 +115,14 @@ def _analysis() -> ThreadPoolExecutor:
     if _executor is None:
         _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentkb-lexical")
     return _executor
+
+
+def _forget_analysis() -> None:
+    global _executor
+    _executor = None  # its thread did not survive the fork: the child makes its own
+
+
+os.register_at_fork(after_in_child=_forget_analysis)
 
 
 def _stored_chunks(

@@ -47,18 +47,22 @@ logger = logging.getLogger(__name__)
 _MAX_ERROR_CHARS = 2000
 
 
-def document_original_store(*, document: ApiDocument, data: bytes, name: str) -> DocumentOriginal:
-    """Keep the uploaded bytes of ``document`` (replacing the previous upload's)."""
-    original, _ = DocumentOriginal.objects.update_or_create(
-        document=document,
-        defaults={
-            "file_name": PurePosixPath(name.replace("\\", "/")).name[:255],
-            "data": data,
-            "size": len(data),
-            "sha256": original_sha256(data),
-            "uploaded_at": timezone.now(),
-        },
-    )
+def document_original_store(
+    *, document: ApiDocument, data: bytes, name: str, created: bool = False
+) -> DocumentOriginal:
+    """Keep the uploaded bytes of ``document`` (replacing the previous upload's). ``created``: the
+    document row was made by this upload's transaction, so it has no original yet (one INSERT
+    instead of a look-up, a savepoint and an INSERT)."""
+    fields = {
+        "file_name": PurePosixPath(name.replace("\\", "/")).name[:255],
+        "data": data,
+        "size": len(data),
+        "sha256": original_sha256(data),
+        "uploaded_at": timezone.now(),
+    }
+    if created:
+        return DocumentOriginal.objects.create(document=document, **fields)
+    original, _ = DocumentOriginal.objects.update_or_create(document=document, defaults=fields)
     return original
 
 
@@ -71,14 +75,28 @@ def version_sandbox() -> ConversionSandbox:
     )
 
 
+def document_originals_known(*, document_ids: list[int]) -> dict[int, DocumentOriginal]:
+    """The stored originals of these documents by document id, without their bytes: what
+    ``document_version_prepare`` looks at first, read once for a whole indexing run."""
+    heads = DocumentOriginal.objects.filter(document_id__in=document_ids).only(
+        "document_id", "sha256", "file_name"
+    )
+    return {original.document_id: original for original in heads}
+
+
 def document_version_prepare(
-    *, document: ApiDocument, sandbox: ConversionSandbox | None = None
+    *,
+    document: ApiDocument,
+    sandbox: ConversionSandbox | None = None,
+    originals: dict[int, DocumentOriginal] | None = None,
 ) -> ParsedDocument | None:
     """The new version's title, text and metadata when the document's text is not from its
     stored original yet; None when it is. Raises ConversionError (the reason) when the file
     cannot become text. Writes nothing. ``sandbox``: the run's conversion child (None: a child
-    for this file only)."""
-    original = DocumentOriginal.objects.filter(document_id=document.pk).only("sha256", "file_name").first()
+    for this file only); ``originals``: ``document_originals_known`` of the run (None: read here)."""
+    if originals is None:
+        originals = document_originals_known(document_ids=[document.pk])
+    original = originals.get(document.pk)
     metadata = document.metadata if isinstance(document.metadata, dict) else {}
     if original is None or metadata.get("text_sha256") == original.sha256:
         return None

@@ -159,3 +159,33 @@ def test_a_lease_renewed_less_often_than_twice_per_lease_is_refused_at_start():
     assert result.returncode != 0
     assert "INDEX_LEASE_RENEW_SECONDS must be at most half of INDEX_LEASE_SECONDS" in result.stderr
     assert _django_setup({"INDEX_LEASE_SECONDS": "10", "INDEX_LEASE_RENEW_SECONDS": "5"}).returncode == 0
+
+
+@pytest.mark.django_db
+def test_a_run_marks_its_documents_indexing_by_version_a_few_queries_a_hundred(settings):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from knowledge.services.index_status import documents_indexing_started
+
+    # Given 230 stored documents, one of which was re-uploaded after the run read it
+    ApiDocument.objects.bulk_create(
+        ApiDocument(doc_key=f"d{i}.md", title="t", domain="d", content="x", content_hash=f"h{i}", error="old")
+        for i in range(230)
+    )
+    versions = dict(ApiDocument.objects.values_list("id", "content_hash"))
+    replaced = min(versions)
+    ApiDocument.objects.filter(id=replaced).update(content_hash="newer")
+
+    with CaptureQueriesContext(connection) as queries:
+        started = documents_indexing_started(versions)
+
+    # Then every other one is INDEXING under a lease, its old error cleared, in two queries a hundred
+    assert started == set(versions) - {replaced}
+    assert len(queries.captured_queries) == 6
+    rows = ApiDocument.objects.exclude(id=replaced)
+    assert set(rows.values_list("status", "error")) == {(ApiDocument.Status.INDEXING, "")}
+    assert not rows.filter(index_lease_until__lte=timezone.now()).exists()
+    # and the re-uploaded one is left to its own run
+    left = ApiDocument.objects.get(id=replaced)
+    assert (left.status, left.error, left.index_lease_until) == (ApiDocument.Status.PENDING, "old", None)

@@ -63,3 +63,14 @@ def test_traditional_and_simplified_text_cut_to_the_same_tokens():
     simplified = analyse("台湾大学图书馆的开放时间")
     assert traditional == simplified
     assert query_tokens("圖書館") == query_tokens("图书馆")
+
+
+def test_a_token_is_a_word_when_a_character_of_it_is_alphanumeric_as_python_says():
+    """The analyser's word test is a regex (a chunk's tokens are many); it agrees with
+    str.isalnum on every character of the Basic Multilingual Plane and beyond."""
+    for code in range(0x30000):
+        ch = chr(code)
+        if 0xD800 <= code <= 0xDFFF:
+            continue
+        assert bool(analyser_module._ALNUM.search(ch)) == ch.isalnum(), hex(code)
+    assert analyse("_ __ -_- ._/ 中_文 x_y ٣٤ ²") == ["中", "文", "x_y", "٣", "٤", "2"]

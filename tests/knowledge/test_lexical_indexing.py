@@ -19,6 +19,7 @@ from knowledge.services import indexing
 from knowledge.services.documents import document_delete, document_ingest
 from knowledge.services.index_status import TemporaryIndexError
 from knowledge.services.indexing import document_index, documents_index
+from knowledge.vectorstore import VectorStoreError
 from tests.knowledge.test_ingestion import chunk_ids, markdown
 from tests.knowledge.test_lexical_tantivy import _CRASHING_WRITER, _run
 
@@ -108,6 +109,39 @@ def test_an_embedding_failure_on_re_upload_leaves_the_indexed_version_in_the_lex
 
     assert ApiDocument.objects.get(doc_key="a.md").status == ApiDocument.Status.FAILED
     assert lexical_ids("a.md") == before
+    assert search("第二版") == [] and search("第一版")
+
+
+@pytest.mark.django_db
+def test_vectors_that_fail_beside_a_lexical_write_that_landed_leave_the_indexed_version_searchable(
+    vector_store, django_capture_on_commit_callbacks, monkeypatch
+):
+    # The vectors are upserted from a thread while the lexical entries are written: here the
+    # lexical write lands and Milvus refuses the vectors.
+    ingested("a.md", 3, django_capture_on_commit_callbacks, words="第一版内容。")
+    before = lexical_ids("a.md")
+    document = uploaded("a.md", 1, django_capture_on_commit_callbacks, words="第二版内容。")
+    wrote: list[str] = []
+    real_write = indexing.documents_lexical_write
+
+    def lexical_write(documents, **kwargs):
+        real_write(documents, **kwargs)
+        wrote.append(threading.current_thread().name)
+
+    def upsert_fails(rows):
+        raise VectorStoreError("Milvus upsert failed: disk quota exceeded")
+
+    monkeypatch.setattr(indexing, "documents_lexical_write", lexical_write)
+    monkeypatch.setattr(vector_store, "upsert", upsert_fails)
+    with django_capture_on_commit_callbacks(execute=True):  # the queued prune runs
+        result = document_index(document_id=document.id, final_attempt=True)
+
+    document.refresh_from_db()
+    assert wrote == [threading.current_thread().name]  # the lexical write landed, in the run's thread
+    assert result.status == ApiDocument.Status.FAILED and "disk quota" in document.error
+    # The prune queued for the failed run put the lexical index back to the chunk rows: the
+    # indexed version, not the one that failed
+    assert lexical_ids("a.md") == before == {c.chunk_id for c in document.chunks.all()}
     assert search("第二版") == [] and search("第一版")
 
 
