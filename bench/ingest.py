@@ -415,8 +415,7 @@ def run(args, settings, folder: Path, processes: list[subprocess.Popen]) -> None
         started = time.perf_counter()
         queue = IndexQueue()
         t = time.perf_counter()
-        for name, data in documents:
-            document_ingest(data=data, name=name, index_queue=queue)
+        _stored_as_items_ingest_does(documents, queue)
         queue.domains_refresh()  # what sending the queue does first: each changed domain once
         stages["ingest_s"] += time.perf_counter() - t
         for batch in index_batches((i, False) for i in queue.document_ids):
@@ -541,6 +540,17 @@ def _celery_worker(args) -> None:
     app.worker_main(["worker", *_worker_options(args)])
 
 
+def _stored_as_items_ingest_does(documents: list[tuple[str, bytes]], queue) -> None:
+    """The files stored as ``items_ingest`` stores them (groups of new documents written
+    together), into the bench's own queue: its documents are then indexed here."""
+    from knowledge.services.documents import IngestFile, documents_ingest
+    from knowledge.services.uploads import INGEST_GROUP_FILES
+
+    for start in range(0, len(documents), INGEST_GROUP_FILES):
+        group = documents[start : start + INGEST_GROUP_FILES]
+        documents_ingest(files=[IngestFile(data=data, name=name) for name, data in group], index_queue=queue)
+
+
 class NullEmbedder:
     """Fixed unit vectors at no cost: what is left in the figures is the pipeline's own work."""
 
@@ -591,7 +601,6 @@ def _lexical_compare(documents, store, embedder) -> None:
     in the order without, with, with, without (a shared machine drifts: the means compare)."""
     from knowledge.lexical import choice, get_lexical_engine
     from knowledge.models import ApiDocument
-    from knowledge.services.documents import document_ingest
     from knowledge.services.index_queue import IndexQueue, index_batches
     from knowledge.services.indexing import documents_index
 
@@ -607,8 +616,7 @@ def _lexical_compare(documents, store, embedder) -> None:
         try:
             started = time.perf_counter()
             queue = IndexQueue()
-            for name, data in documents:
-                document_ingest(data=data, name=name, index_queue=queue)
+            _stored_as_items_ingest_does(documents, queue)
             queue.domains_refresh()
             for batch in index_batches((i, False) for i in queue.document_ids):
                 documents_index(entries=batch, final_attempt=True)

@@ -21,8 +21,12 @@ from pathlib import Path, PurePosixPath
 from django.conf import settings
 
 from knowledge.parsing import SUPPORTED_SUFFIXES, DocumentParseError, normalise_doc_key
-from knowledge.services.documents import FAILED, IngestResult, document_ingest_safely
+from knowledge.services.documents import FAILED, IngestFile, IngestResult, documents_ingest
 from knowledge.services.index_queue import IndexQueue
+
+#: files a bulk ingest stores together (one transaction for its new documents); the progress
+#: of an import moves a group at a time
+INGEST_GROUP_FILES = 100
 
 
 class UploadRejected(ValueError):
@@ -220,21 +224,32 @@ def items_ingest(
     domain: str | None = None,
     progress: Callable[[IngestResult], None] | None = None,
 ) -> list[IngestResult]:
-    """Ingest each item on its own (one bad file does not stop the others), then queue the
-    indexing of all of them together (batch tasks: embedding batches filled across files).
-    ``progress`` is called per file as it is stored."""
+    """Ingest each item (one bad file does not stop the others; new documents are stored a group
+    at a time, ``documents_ingest``), then queue the indexing of all of them together (batch
+    tasks: embedding batches filled across files). ``progress`` is called per file once its
+    group is stored."""
     results: list[IngestResult] = []
     queue = IndexQueue()
-    for item in items:
-        if item.skip_reason:
-            result = IngestResult(outcome=FAILED, name=item.name, error=item.skip_reason)
-        else:
-            result = document_ingest_safely(
-                data=item.data, name=item.name, domain=domain or item.folder_domain, index_queue=queue
+    for start in range(0, len(items), INGEST_GROUP_FILES):
+        group = items[start : start + INGEST_GROUP_FILES]
+        stored = iter(
+            documents_ingest(
+                files=[
+                    IngestFile(data=item.data, name=item.name, domain=domain or item.folder_domain)
+                    for item in group
+                    if not item.skip_reason
+                ],
+                index_queue=queue,
             )
-        results.append(result)
-        if progress is not None:
-            progress(result)
+        )
+        for item in group:
+            if item.skip_reason:
+                result = IngestResult(outcome=FAILED, name=item.name, error=item.skip_reason)
+            else:
+                result = next(stored)
+            results.append(result)
+            if progress is not None:
+                progress(result)
     queue.send_on_commit()
     return results
 

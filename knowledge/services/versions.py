@@ -53,17 +53,26 @@ def document_original_store(
     """Keep the uploaded bytes of ``document`` (replacing the previous upload's). ``created``: the
     document row was made by this upload's transaction, so it has no original yet (one INSERT
     instead of a look-up, a savepoint and an INSERT)."""
-    fields = {
+    fields = _original_fields(data=data, name=name)
+    if created:
+        return DocumentOriginal.objects.create(document=document, **fields)
+    original, _ = DocumentOriginal.objects.update_or_create(document=document, defaults=fields)
+    return original
+
+
+def document_original_new(*, document: ApiDocument, data: bytes, name: str) -> DocumentOriginal:
+    """The original of a document created by this upload, unsaved: a bulk ingest writes many at once."""
+    return DocumentOriginal(document=document, **_original_fields(data=data, name=name))
+
+
+def _original_fields(*, data: bytes, name: str) -> dict:
+    return {
         "file_name": PurePosixPath(name.replace("\\", "/")).name[:255],
         "data": data,
         "size": len(data),
         "sha256": original_sha256(data),
         "uploaded_at": timezone.now(),
     }
-    if created:
-        return DocumentOriginal.objects.create(document=document, **fields)
-    original, _ = DocumentOriginal.objects.update_or_create(document=document, defaults=fields)
-    return original
 
 
 def version_sandbox() -> ConversionSandbox:
