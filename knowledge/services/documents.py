@@ -59,6 +59,19 @@ def _domains_changed(*domain_ids: str, index_queue: IndexQueue | None = None) ->
     transaction.on_commit(lambda: domains.domains_documents_changed(domain_ids=domain_ids), robust=True)
 
 
+def _pending_document(parsed: ParsedDocument) -> ApiDocument:
+    """A new document of ``parsed``, unsaved, waiting for its first indexing."""
+    return ApiDocument(
+        doc_key=parsed.doc_key,
+        title=parsed.title,
+        domain=parsed.domain,
+        content=parsed.body,
+        content_hash=parsed.content_hash,
+        metadata=parsed.metadata,
+        status=ApiDocument.Status.PENDING,
+    )
+
+
 def _check_size(data: bytes) -> None:
     limit = settings.INGEST_MAX_FILE_BYTES
     if len(data) > limit:
@@ -97,15 +110,8 @@ def _parsed_ingest(
     if existing is None:
         try:
             with transaction.atomic():
-                document = ApiDocument.objects.create(
-                    doc_key=parsed.doc_key,
-                    title=parsed.title,
-                    domain=parsed.domain,
-                    content=parsed.body,
-                    content_hash=parsed.content_hash,
-                    metadata=parsed.metadata,
-                    status=ApiDocument.Status.PENDING,
-                )
+                document = _pending_document(parsed)
+                document.save(force_insert=True)
         except IntegrityError:
             # The same key uploaded concurrently: the other upload created it; replace it.
             existing = ApiDocument.objects.select_for_update().get(doc_key=parsed.doc_key)
@@ -187,18 +193,7 @@ def _documents_created(new: dict[int, ParsedDocument], files: list[IngestFile]) 
     created one of them first (the caller then stores each on its own)."""
     if not new:
         return {}
-    documents = {
-        i: ApiDocument(
-            doc_key=p.doc_key,
-            title=p.title,
-            domain=p.domain,
-            content=p.body,
-            content_hash=p.content_hash,
-            metadata=p.metadata,
-            status=ApiDocument.Status.PENDING,
-        )
-        for i, p in new.items()
-    }
+    documents = {i: _pending_document(p) for i, p in new.items()}
     try:
         with transaction.atomic():
             for rows in _within_bytes(list(documents.values()), lambda d: len(d.content.encode())):

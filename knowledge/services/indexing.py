@@ -35,10 +35,9 @@ unless ``final_attempt``, when they end FAILED with the reason.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections import defaultdict
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, wait
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 
@@ -85,6 +84,7 @@ from knowledge.services.versions import (
     metadata_merged,
     version_sandbox,
 )
+from knowledge.thread_pools import ProcessThreadPool
 from knowledge.vectorstore import VectorStoreError, VectorStoreMismatch, get_vector_store
 
 logger = logging.getLogger(__name__)
@@ -369,7 +369,7 @@ def _upsert(
         # before anything else happens; a LexicalIndexError is a VectorStoreError. When the
         # vectors fail and the lexical entries landed, the retry rewrites them, or (the run
         # given up) the prune queued below syncs them with the chunk rows.
-        upserted = _vector_writes().submit(store.upsert, rows)
+        upserted = _vector_writes.submit(store.upsert, rows)
         try:
             documents_lexical_write([(r.document, r.chunks, r.texts) for r in runs], prepared=analysed)
         finally:
@@ -399,24 +399,9 @@ def _upsert(
     timings["upsert_s"] += time.perf_counter() - started
 
 
-_vector_writer: ThreadPoolExecutor | None = None
-
-
-def _vector_writes() -> ThreadPoolExecutor:
-    """The threads that send a run's vectors to Milvus, made on first use (a forked worker child
-    makes its own). Two, so runs of one process in threads never queue behind each other."""
-    global _vector_writer
-    if _vector_writer is None:
-        _vector_writer = ThreadPoolExecutor(max_workers=2, thread_name_prefix="agentkb-vectors")
-    return _vector_writer
-
-
-def _forget_vector_writes() -> None:
-    global _vector_writer
-    _vector_writer = None  # its threads did not survive the fork: the child makes its own
-
-
-os.register_at_fork(after_in_child=_forget_vector_writes)
+#: the threads that send a run's vectors to Milvus; two, so runs of one process in threads never
+#: queue behind each other
+_vector_writes = ProcessThreadPool(max_workers=2, thread_name_prefix="agentkb-vectors")
 
 
 def _swap(run: _Run, timings: dict[str, float]) -> None:

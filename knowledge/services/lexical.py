@@ -23,10 +23,9 @@ their read and their commit.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from knowledge.chunking import Chunk
@@ -34,6 +33,7 @@ from knowledge.lexical import LexicalChunk, LexicalEntry, analyse, get_lexical_e
 from knowledge.models import ApiDocument, DocumentChunk, chunk_id_for
 from knowledge.services.chunk_preparation import chunk_embedding_text
 from knowledge.services.locks import LockTimeout, document_lock
+from knowledge.thread_pools import ProcessThreadPool
 from knowledge.vectorstore import VectorStoreError
 
 logger = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ def documents_lexical_prepare(
         separate = get_lexical_engine().separate
     except VectorStoreError:
         return None  # the store does not answer: the write after the embedding says so, where it is handled
-    return _analysis().submit(_chunks_by_doc, list(documents)) if separate else None
+    return _analysis.submit(_chunks_by_doc, list(documents)) if separate else None
 
 
 def _chunks_by_doc(
@@ -106,23 +106,8 @@ def documents_lexical_write(
     )
 
 
-_executor: ThreadPoolExecutor | None = None
-
-
-def _analysis() -> ThreadPoolExecutor:
-    """One analysing thread per process, made on first use (a forked worker child makes its own)."""
-    global _executor
-    if _executor is None:
-        _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentkb-lexical")
-    return _executor
-
-
-def _forget_analysis() -> None:
-    global _executor
-    _executor = None  # its thread did not survive the fork: the child makes its own
-
-
-os.register_at_fork(after_in_child=_forget_analysis)
+#: one analysing thread per process
+_analysis = ProcessThreadPool(max_workers=1, thread_name_prefix="agentkb-lexical")
 
 
 def _stored_chunks(

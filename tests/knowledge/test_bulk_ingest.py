@@ -122,7 +122,10 @@ def test_one_doc_key_twice_in_a_group_is_stored_then_replaced(django_capture_on_
 def test_large_files_are_inserted_a_few_at_a_time(django_capture_on_commit_callbacks, monkeypatch):
     # MariaDB refuses a statement over its packet limit: the rows go in INSERTs under a byte budget
     monkeypatch.setattr(documents_module, "_CREATE_BYTES", 30_000)
-    files = [IngestFile(data=markdown(f"Big {i}", 6, words="很长的一段内容。" * 10), name=f"big-{i}.md") for i in range(5)]
+    files = [
+        IngestFile(data=markdown(f"Big {i}", 6, words="很长的一段内容。" * 10), name=f"big-{i}.md")
+        for i in range(5)
+    ]
     assert all(20_000 < len(f.data) < 30_000 for f in files)
 
     with CaptureQueriesContext(connection) as queries:
