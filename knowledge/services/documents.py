@@ -3,7 +3,8 @@
 ``document_ingest`` parses the bytes, stores or replaces the ApiDocument (PENDING) with its
 original file and queues its indexing on commit (one task, or with the others of a bulk ingest
 when it is given an ``IndexQueue``, which then also reports the changed domains, once each);
-identical content (same hash) is left alone.
+identical content (same hash) is left alone. ``documents_ingest`` does the same for the files of a
+bulk ingest, storing the new documents among them together.
 ``document_delete`` deletes the row (chunks cascade), then its vectors once that is committed.
 
 Replacing a document is atomic for searchers: the upload stores the new bytes and hash only;
@@ -159,8 +160,8 @@ def documents_ingest(*, files: list[IngestFile], index_queue: IndexQueue) -> lis
     """``document_ingest_safely`` for the files of a bulk ingest, a result each, in order.
 
     The files whose doc key no document has yet are stored together: one query finds them, and
-    their documents and originals are written in one transaction of three queries, instead of a
-    transaction and four queries each. The others (replacements, unchanged files) go through
+    their documents and originals are written in one transaction of a few INSERTs (under
+    ``_CREATE_BYTES`` each), instead of a transaction and four queries each. The others (replacements, unchanged files) go through
     ``document_ingest`` one by one, as does the whole group when another upload created one of its
     documents meanwhile (the unique doc key refuses the insert)."""
     results: list[IngestResult | None] = [None] * len(files)

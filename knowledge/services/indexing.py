@@ -7,15 +7,17 @@ A run goes through its documents in phases, so the model and Milvus see full bat
 
 0. the run's lease on its documents is renewed from a thread while it works
    (``knowledge.services.index_lease``): a run that dies is requeued by the sweep in a minute;
-1. per document, under its lock: mark INDEXING (taking the lease), prepare the new version (a converted format goes
-   through one sandbox child reused for the run), chunk it;
+1. every document locked (a lock each), then read and marked INDEXING (taking the lease) in a few
+   queries for the run; per document: prepare the new version (a converted format goes through
+   one sandbox child reused for the run), chunk it;
 2. every chunk of every document embedded in batches of ``EMBEDDING_BATCH_SIZE``; when that
    fails, each document is embedded on its own, so only the documents that fail end FAILED;
 3. one upsert of all the vectors (from a thread) while the documents' lexical entries are written
    in one commit (the tantivy index on the embedded default; ``knowledge.services.lexical``);
-4. per document, one savepoint of the run's one transaction: swap the DocumentChunk rows, set
-   the new version's title and text, mark INDEXED (``indexed_at``); once that commits, the
-   surplus old vectors are deleted.
+4. one savepoint of the run's one transaction swaps every document's DocumentChunk rows, sets
+   the new versions' title and text and marks them INDEXED (``indexed_at``) in a few queries;
+   when that fails, each document is swapped in a savepoint of its own, so only the one at fault
+   fails. Once that commits, the surplus old vectors are deleted.
 
 Guarantees, per document, whatever happens to the others of its run:
 
@@ -471,7 +473,7 @@ def _swap_runs(runs: list[_Run], timings: dict[str, float]) -> None:
             if changed := document_version_apply(current=current, prepared=run.prepared):
                 versioned.append(current)
                 fields.update(changed)
-        counts = [When(id__in=ids, then=Value(count)) for count, ids in sorted(by_count.items())]
+        counts = [When(id__in=same, then=Value(count)) for count, same in sorted(by_count.items())]
         ApiDocument.objects.filter(id__in=[r.document_id for r in proceeding]).update(
             status=INDEXED,
             error="",
