@@ -37,23 +37,22 @@ class TemporaryIndexError(Exception):
 
 
 def document_status_set(document_id: int, version: str, status: str, error: str = "") -> bool:
-    """Set the status of this version of the document; False when a newer upload replaced it.
-
-    INDEXING takes the run's lease on the document (``knowledge.services.index_lease``); any
-    other status ends it."""
-    lease = lease_deadline() if status == ApiDocument.Status.INDEXING else None
+    """Set the status of this version of the document (PENDING, FAILED...); False when a newer
+    upload replaced it. It ends the run's lease on the document: ``documents_indexing_started``
+    marks INDEXING and takes the lease (``knowledge.services.index_lease``)."""
     updated = ApiDocument.objects.filter(id=document_id, content_hash=version).update(
         status=status,
         error=mask_credentials(error)[:MAX_ERROR_CHARS],
-        index_lease_until=lease,
+        index_lease_until=None,
         updated_at=timezone.now(),
     )
     return bool(updated)
 
 
 def documents_indexing_started(versions: dict[int, str]) -> set[int]:
-    """``document_status_set(..., INDEXING)`` for a run's documents ({id: version}) in two queries
-    a hundred documents, not one each; returns the ids marked (the others were re-uploaded)."""
+    """Mark a run's documents ({id: version}) INDEXING, taking the run's lease and clearing the
+    last error, in two queries a hundred documents; returns the ids marked (the others were
+    re-uploaded meanwhile)."""
     started: set[int] = set()
     items = sorted(versions.items())
     for start in range(0, len(items), _MARK_BATCH):

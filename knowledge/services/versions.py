@@ -53,10 +53,13 @@ def document_original_store(
     """Keep the uploaded bytes of ``document`` (replacing the previous upload's). ``created``: the
     document row was made by this upload's transaction, so it has no original yet (one INSERT
     instead of a look-up, a savepoint and an INSERT)."""
-    fields = _original_fields(data=data, name=name)
     if created:
-        return DocumentOriginal.objects.create(document=document, **fields)
-    original, _ = DocumentOriginal.objects.update_or_create(document=document, defaults=fields)
+        original = document_original_new(document=document, data=data, name=name)
+        original.save(force_insert=True)
+        return original
+    original, _ = DocumentOriginal.objects.update_or_create(
+        document=document, defaults=_original_fields(data=data, name=name)
+    )
     return original
 
 
@@ -97,14 +100,12 @@ def document_version_prepare(
     *,
     document: ApiDocument,
     sandbox: ConversionSandbox | None = None,
-    originals: dict[int, DocumentOriginal] | None = None,
+    originals: dict[int, DocumentOriginal],
 ) -> ParsedDocument | None:
     """The new version's title, text and metadata when the document's text is not from its
     stored original yet; None when it is. Raises ConversionError (the reason) when the file
     cannot become text. Writes nothing. ``sandbox``: the run's conversion child (None: a child
-    for this file only); ``originals``: ``document_originals_known`` of the run (None: read here)."""
-    if originals is None:
-        originals = document_originals_known(document_ids=[document.pk])
+    for this file only); ``originals``: ``document_originals_known`` of the run."""
     original = originals.get(document.pk)
     metadata = document.metadata if isinstance(document.metadata, dict) else {}
     if original is None or metadata.get("text_sha256") == original.sha256:
