@@ -90,6 +90,26 @@ def stop_process(proc: subprocess.Popen, *, timeout: float = 15.0) -> None:
             proc.wait()
 
 
+@pytest.fixture(autouse=True)
+def _no_corpus_watcher(settings):
+    """No test shares SQLite with the corpus watcher thread an earlier test's lookup started.
+
+    Tests run on an in-memory SQLite database in shared-cache mode, where a read by another
+    connection locks the table for a moment and a write meeting it fails at once ("database
+    table is locked"), not after a busy wait. The watcher reads the documents every
+    ``RETRIEVAL_INDEX_REFRESH_MS`` (1 s by default), so any test writing documents could lose
+    that race. With the interval 0 the watcher exits at its next wake-up (joined here) and
+    lookups read the signature in their own thread; a test of the watcher sets an interval itself.
+    """
+    from retrieval.lookup.corpus import _watcher, corpus_signature_forget
+
+    settings.RETRIEVAL_INDEX_REFRESH_MS = 0
+    thread = _watcher.thread
+    if thread is not None and thread.is_alive():
+        thread.join(timeout=10)
+    corpus_signature_forget()
+
+
 @pytest.fixture(scope="session")
 def milvus_server(tmp_path_factory):
     """A loopback `milvus-lite server` for this test session: what web and worker share."""

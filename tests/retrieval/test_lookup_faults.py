@@ -38,12 +38,15 @@ class MilvusServer:
         self.folder = folder
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
+        self.killed = False
 
     @property
     def uri(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
+        if self.killed:
+            self._forget_index_sidecars()
         log = open(self.folder / "server.log", "ab")  # noqa: SIM115 - the child holds it
         self.proc = subprocess.Popen(
             [
@@ -67,6 +70,20 @@ class MilvusServer:
         if self.proc is not None and self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=30)
+            self.killed = True
+
+    def _forget_index_sidecars(self) -> None:
+        """Delete the index files milvus-lite keeps beside each segment; it rebuilds them on load.
+
+        milvus-lite writes them in place from a background thread after a flush, so a kill in that
+        moment leaves a truncated file that it then refuses to load for good ("No data left in
+        file"; seen on a loaded machine). The data itself (segments, WAL, manifest) is written
+        atomically and stays: these tests are about agentkb meeting a Milvus that went away and
+        came back, not about milvus-lite's own crash recovery.
+        """
+        for sidecar in (self.folder / "data").rglob("*"):
+            if sidecar.suffix in (".idx", ".sidx") and sidecar.is_file():
+                sidecar.unlink()
 
 
 @pytest.fixture
