@@ -38,6 +38,41 @@ def test_upsert_is_idempotent_and_delete_by_document_leaves_no_rows(vector_store
     assert vector_store.chunk_ids() == {"b.md#0"}
 
 
+def test_an_upsert_over_several_requests_stores_every_field_of_every_row_as_given(vector_store):
+    """The rows go to Milvus as columns, 500 a request (``knowledge.milvus_columns``): each value
+    lands in its own row, across request boundaries, texts cut to the field's limit."""
+    from knowledge.vectorstore import TEXT_MAX_CHARS
+
+    vector_store.ensure_collection(dim=4, model_name="test")
+    rows = [
+        ChunkVector(
+            chunk_id=f"doc{n % 7}.md#{n}",
+            vector=_unit([1, n % 5, n % 3, 1 + n % 2]),
+            domain=f"domain-{n % 3}",
+            doc_key=f"doc{n % 7}.md",
+            chunk_index=n,
+            text=f"第{n}段 row {n} " + "正文" * (n % 4),
+        )
+        for n in range(1203)
+    ]
+    long_text = "长" * (TEXT_MAX_CHARS + 50)
+    rows[-1] = ChunkVector("long.md#0", _unit([0, 0, 0, 1]), "domain-x", "long.md", 0, text=long_text)
+    vector_store.upsert(rows)
+
+    assert {(e.chunk_id, e.doc_key, e.domain, e.chunk_index) for e in vector_store.entries()} == {
+        (r.chunk_id, r.doc_key, r.domain, r.chunk_index) for r in rows
+    }
+    sample = [rows[0], rows[499], rows[500], rows[1000], rows[1201]]
+    stored = vector_store.vectors([r.chunk_id for r in sample])
+    for row in sample:
+        assert stored[row.chunk_id] == pytest.approx(row.vector, abs=1e-6)
+    for row in sample:
+        hits = vector_store.search(row.vector, top_k=500, doc_keys=[row.doc_key], with_text=True)
+        assert {h.chunk_id: h.text for h in hits}[row.chunk_id] == row.text
+    (hit,) = vector_store.search(rows[-1].vector, top_k=1, doc_keys=["long.md"], with_text=True)
+    assert hit.text == long_text[:TEXT_MAX_CHARS]
+
+
 def test_domain_filter(vector_store):
     vector_store.ensure_collection(dim=4, model_name="test")
     vector_store.upsert(
