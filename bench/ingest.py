@@ -33,8 +33,9 @@ Two ways to run the pipeline:
 left is the pipeline's own work (parse, chunk, rows, vectors and lexical entries written, status):
 printed as microseconds per chunk by stage. ``--embedder gpu`` returns the same vectors but takes
 the time a GPU would (5,600 chunks/s, sleeping): the lexical analysis runs meanwhile, as it does
-beside a real embedder, and the figure is what ingest at GPU speed takes in all. ``--milvus-uri`` writes the vectors to that Milvus
-server (e.g. Milvus 2.3.5 standalone from ``make milvus-standalone``) instead of embedded milvus-lite.
+beside a real embedder, and the figure is what ingest at GPU speed takes in all.
+``--milvus-uri`` writes the vectors to that Milvus server (e.g. Milvus 2.3.5 standalone from
+``make milvus-standalone``) instead of embedded milvus-lite.
 
 Everything lives in a temporary folder (SQLite + milvus-lite); nothing of var/ is touched.
 Prints figures only; asserts nothing about time.

@@ -161,9 +161,10 @@ def documents_ingest(*, files: list[IngestFile], index_queue: IndexQueue) -> lis
 
     The files whose doc key no document has yet are stored together: one query finds them, and
     their documents and originals are written in one transaction of a few INSERTs (under
-    ``_CREATE_BYTES`` each), instead of a transaction and four queries each. The others (replacements, unchanged files) go through
-    ``document_ingest`` one by one, as does the whole group when another upload created one of its
-    documents meanwhile (the unique doc key refuses the insert)."""
+    ``_CREATE_BYTES`` each), instead of a transaction and four queries each. The others
+    (replacements, unchanged files) go through ``document_ingest`` one by one, as does the whole
+    group when another upload created one of its documents meanwhile (the unique doc key refuses
+    the insert)."""
     results: list[IngestResult | None] = [None] * len(files)
     parsed: dict[int, ParsedDocument] = {}
     for i, file in enumerate(files):
