@@ -10,11 +10,16 @@
 MySQL/MariaDB: ``GET_LOCK`` (shared by every worker on every host). Otherwise (the embedded
 default, one machine): an ``flock`` on a file under ``AGENTKB_VAR_DIR``. Both die with their
 holder (its connection or process), so a killed worker never leaves one taken.
+
+``GET_LOCK`` names belong to the whole database server, not to a database: two deployments (or
+a deployment and a test run) on one server would hold each other's document ``index-7`` and
+each other's LLM slots. So each name carries the database's name (``server_lock_name``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from collections.abc import Iterator
 
 from django.db import connection
@@ -27,13 +32,28 @@ class LockTimeout(Exception):
     """Another run held the document's lock for longer than we were willing to wait."""
 
 
+#: MySQL and MariaDB refuse a ``GET_LOCK`` name longer than this
+SERVER_LOCK_NAME_MAX = 64
+
+
+def server_lock_name(name: str, *, database: str) -> str:
+    """The server-wide ``GET_LOCK`` name of the lock ``name`` of ``database``. A name too long
+    for the server (a long database name) keeps its readable end and a digest of the whole."""
+    full = f"agentkb:{database}:{name}"
+    if len(full) <= SERVER_LOCK_NAME_MAX:
+        return full
+    digest = hashlib.sha256(full.encode()).hexdigest()[:24]
+    return f"agentkb:{digest}:{name}"[:SERVER_LOCK_NAME_MAX]
+
+
 @contextlib.contextmanager
 def named_lock(name: str, *, timeout: float, busy: str) -> Iterator[None]:
     """Hold the lock ``name`` for the block; raise ``LockTimeout(busy)`` when another holder keeps
     it past ``timeout`` seconds (0: one try)."""
     if connection.vendor == "mysql":
+        server_name = server_lock_name(name, database=connection.settings_dict["NAME"])
         with connection.cursor() as cursor:
-            cursor.execute("SELECT GET_LOCK(%s, %s)", [f"agentkb:{name}", int(timeout)])
+            cursor.execute("SELECT GET_LOCK(%s, %s)", [server_name, int(timeout)])
             (got,) = cursor.fetchone()
         if got != 1:
             raise LockTimeout(busy)
@@ -41,7 +61,7 @@ def named_lock(name: str, *, timeout: float, busy: str) -> Iterator[None]:
             yield
         finally:
             with connection.cursor() as cursor:
-                cursor.execute("SELECT RELEASE_LOCK(%s)", [f"agentkb:{name}"])
+                cursor.execute("SELECT RELEASE_LOCK(%s)", [server_name])
         return
 
     def refused() -> LockTimeout:

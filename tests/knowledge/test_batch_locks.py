@@ -20,7 +20,7 @@ from knowledge.services import indexing
 from knowledge.services.documents import document_ingest
 from knowledge.services.index_queue import IndexQueue
 from knowledge.services.indexing import DEFERRED, INDEXED, documents_index
-from knowledge.services.locks import document_lock
+from knowledge.services.locks import SERVER_LOCK_NAME_MAX, LockTimeout, document_lock, server_lock_name
 from tests.knowledge.test_ingestion import chunk_ids, markdown
 
 # Not a transactional test: what the batch queues on commit is captured and sent by the test once
@@ -133,3 +133,43 @@ def test_a_failure_to_report_the_indexed_documents_does_not_fail_the_batch(
     assert set(ApiDocument.objects.values_list("status", flat=True)) == {"INDEXED"}
     assert vector_store.count() == DocumentChunk.objects.count()
     assert "the domain report broke" in caplog.text
+
+
+@pytest.mark.skipif(connection.vendor != "mysql", reason="GET_LOCK names span a MySQL/MariaDB server")
+def test_a_deployment_on_another_database_of_the_server_does_not_hold_this_ones_document_locks():
+    """Two deployments (or a deployment and a test run) share a MariaDB server: the other's run of
+    its own document 7 takes the server-wide lock of its database, not this database's."""
+    import MySQLdb
+
+    other_database = "test"  # the CI server's database; any name but this connection's own
+    assert connection.settings_dict["NAME"] != other_database
+    params = connection.get_connection_params()
+    other = MySQLdb.connect(
+        host=params.get("host", "127.0.0.1"),
+        port=params.get("port", 3306),
+        user=params.get("user", "root"),
+        password=params.get("password", ""),
+    )
+    try:
+        cursor = other.cursor()
+        cursor.execute("SELECT GET_LOCK(%s, 0)", [server_lock_name("index-7", database=other_database)])
+        assert cursor.fetchone() == (1,)
+        with document_lock(document_id=7, timeout=0):  # free here: no LockTimeout
+            pass
+        # The same name in this database is the same lock: held there, busy here.
+        cursor.execute(
+            "SELECT GET_LOCK(%s, 0)",
+            [server_lock_name("index-7", database=connection.settings_dict["NAME"])],
+        )
+        assert cursor.fetchone() == (1,)
+        with pytest.raises(LockTimeout), document_lock(document_id=7, timeout=0):
+            pass
+    finally:
+        other.close()  # releases both
+
+
+def test_a_lock_name_stays_within_the_servers_limit_and_apart_for_every_database():
+    long_a, long_b = "a" * 64, "a" * 63 + "b"
+    names = {server_lock_name("index-123456789", database=d) for d in ("test", long_a, long_b)}
+    assert len(names) == 3
+    assert all(len(n) <= SERVER_LOCK_NAME_MAX and n.endswith("index-123456789") for n in names)
