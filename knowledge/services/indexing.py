@@ -72,7 +72,7 @@ from knowledge.services.index_status import (
     unexpected_reason,
 )
 from knowledge.services.lexical import documents_lexical_prepare, documents_lexical_write
-from knowledge.services.locks import LockTimeout, document_lock
+from knowledge.services.locks import LockTimeout, document_busy, document_lock, documents_locked
 from knowledge.services.vectors import (
     document_vectors_prune,
     document_vectors_prune_or_queue,
@@ -168,14 +168,16 @@ def documents_index(*, entries: list[tuple[int, bool]], final_attempt: bool) -> 
         # stops renewing, and the sweep queues its documents again within a minute.
         held.enter_context(index_lease_renewed(document_ids=[r.document_id for r in runs]))
         sandbox = held.enter_context(version_sandbox())
-        for run in runs:  # in id order: two batch runs never wait for each other's locks
+        if alone:  # a run of one document waits for another run of it to end
             try:
-                held.enter_context(
-                    document_lock(document_id=run.document_id, timeout=LOCK_WAIT_SECONDS if alone else 0)
-                )
+                held.enter_context(document_lock(document_id=runs[0].document_id, timeout=LOCK_WAIT_SECONDS))
             except LockTimeout as exc:
-                _lock_busy(run, exc, alone=alone, final_attempt=final_attempt)
-                continue
+                _lock_busy(runs[0], exc, alone=alone, final_attempt=final_attempt)
+        else:  # a batch does not wait: a document another run holds gets a run of its own
+            taken = held.enter_context(documents_locked(document_ids=[r.document_id for r in runs]))
+            for run in runs:
+                if run.document_id not in taken:
+                    _lock_busy(run, document_busy(run.document_id), alone=alone, final_attempt=final_attempt)
         locked = [r for r in runs if r.result is None]
         originals = _started(locked, alone)
         for run in locked:

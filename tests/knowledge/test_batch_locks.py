@@ -6,6 +6,7 @@ second worker would hold it. Vectors are counted in Milvus against the chunk row
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from types import SimpleNamespace
@@ -15,12 +16,20 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from config import file_locks
+from config.env import VAR_DIR
 from knowledge.models import ApiDocument, DocumentChunk
 from knowledge.services import indexing
 from knowledge.services.documents import document_ingest
 from knowledge.services.index_queue import IndexQueue
 from knowledge.services.indexing import DEFERRED, INDEXED, documents_index
-from knowledge.services.locks import SERVER_LOCK_NAME_MAX, LockTimeout, document_lock, server_lock_name
+from knowledge.services.locks import (
+    DOCUMENT_LOCKS_FILE,
+    SERVER_LOCK_NAME_MAX,
+    LockTimeout,
+    document_lock,
+    documents_locked,
+    server_lock_name,
+)
 from tests.knowledge.test_ingestion import chunk_ids, markdown
 
 # Not a transactional test: what the batch queues on commit is captured and sent by the test once
@@ -109,11 +118,42 @@ def test_a_batch_tries_a_held_lock_once_and_does_not_wait_for_it(
         outcome = documents_index(entries=[(first, False), (held, False), (last, False)], final_attempt=True)
 
     assert outcome.results[held].status == DEFERRED
-    if connection.vendor == "mysql":  # GET_LOCK's own timeout: 0 seconds
-        asked = [q["sql"] for q in queries if "GET_LOCK" in q["sql"] and f"index-{held}'" in q["sql"]]
-        assert asked and all(sql.replace(" ", "").endswith(",0)") for sql in asked), asked
+    if connection.vendor == "mysql":  # one query for the batch's locks, each with a timeout of 0 s
+        asked = [q["sql"] for q in queries if "GET_LOCK" in q["sql"]]
+        assert len(asked) == 1, asked
+        calls = re.findall(r"GET_LOCK\('[^']*index-(\d+)',\s*(\d+)\)", asked[0])
+        assert sorted(calls) == sorted((str(i), "0") for i in (first, held, last)), asked
     else:  # the file lock polls: not once
         assert waits == []
+
+
+def test_the_embedded_defaults_document_locks_share_one_file_however_many_documents_are_indexed(
+    vector_store, django_capture_on_commit_callbacks
+):
+    if connection.vendor == "mysql":
+        pytest.skip("the embedded default's file locks")
+    ids = _three_documents()
+    with django_capture_on_commit_callbacks(execute=True):
+        documents_index(entries=[(i, False) for i in ids], final_attempt=True)
+        documents_index(entries=[(ids[0], True)], final_attempt=True)  # a run of one document
+    assert [p.name for p in (VAR_DIR / "locks").glob("*documents*")] == [DOCUMENT_LOCKS_FILE]
+    assert not list((VAR_DIR / "locks").glob("index-*"))
+
+
+def test_a_document_lock_held_by_another_thread_blocks_that_document_only_and_frees_with_it():
+    with HeldLock(5):
+        with documents_locked(document_ids=[4, 5, 6]) as taken:
+            assert taken == {4, 6}
+        with (
+            pytest.raises(LockTimeout, match="document 5 is being indexed"),
+            document_lock(document_id=5, timeout=0.2),
+        ):
+            pass
+    # The holder's block ended (its lock released): free for the next run
+    with documents_locked(document_ids=[5]) as taken:
+        assert taken == {5}
+    with document_lock(document_id=5, timeout=0):
+        pass
 
 
 def test_a_failure_to_report_the_indexed_documents_does_not_fail_the_batch(
