@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -34,20 +35,32 @@ def document_indexed(*, document_id: int) -> None:
 def documents_indexed(*, document_ids: list[int]) -> None:
     """Call (on commit) once documents reached INDEXED, e.g. an indexing batch's.
 
-    Queues the filling of each one's covers / when_to_retrieve when its frontmatter lacks them
-    (that task then reports the domain changed); the domains of the others are reported changed
-    at once, each once however many of the batch's documents it holds.
+    Queues the filling of the covers / when_to_retrieve of those whose frontmatter lacks them
+    (each filled one then reports its domain changed): one summary task for every LLM slot at
+    most (``LLM_TASK_SLOTS``), each filling its share in turn, not one task a document. The
+    domains of the others are reported changed at once, each once however many of the batch's
+    documents it holds.
     """
     documents = ApiDocument.objects.filter(pk__in=document_ids, status=ApiDocument.Status.INDEXED).only(
         "id", "domain", "status", "metadata", "content_hash"
     )
     changed: list[str] = []  # the domains of those that need no summary (once each, below)
+    needing: list[int] = []
     for document in documents.order_by("id"):
         if document_summary_needed(document=document):
-            task_queue_on_commit("knowledge.tasks.domains.document_summary_fill_task", args=(document.id,))
+            needing.append(document.id)
         else:
             changed.append(document.domain)
+    for share in summary_shares(needing, slots=int(settings.LLM_TASK_SLOTS)):
+        task_queue_on_commit("knowledge.tasks.domains.documents_summary_fill_task", args=(share,))
     domains_documents_changed(domain_ids=changed)
+
+
+def summary_shares(document_ids: list[int], *, slots: int) -> list[list[int]]:
+    """``document_ids`` dealt into one list per LLM slot (as many tasks as can call the LLM at
+    once; a task more would only find every slot taken), or one each when slots are not capped."""
+    parts = len(document_ids) if slots <= 0 else min(slots, len(document_ids))
+    return [document_ids[k::parts] for k in range(parts)]
 
 
 def _field_needed(metadata: dict, key: str, content_hash: str) -> bool:

@@ -4,7 +4,7 @@ Thin: they take ids, call a service, and retry with backoff only when the LLM en
 temporarily unavailable (LLMUnavailable). After LLM_TASK_RETRIES they give up and record it:
 a document falls back to the extractive summary, a domain keeps its previous summary.
 
-The two tasks that call the LLM go to the summaries queue (``summaries_queue``, routed by
+The tasks that call the LLM go to the summaries queue (``summaries_queue``, routed by
 ``config.queueing.task_route``), hold one of ``LLM_TASK_SLOTS`` slots while they run (every slot
 taken: queued again a little later, without calling the LLM), and have time limits derived from
 ``LLM_TIMEOUT``: a hung endpoint holds a bounded number of worker processes for a bounded time,
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Iterator
 
 from celery import Task, shared_task
@@ -79,8 +80,61 @@ def _llm_slot_or_later(task: Task) -> Iterator[bool]:
     **LLM_TASK_OPTIONS,
 )
 def document_summary_fill_task(self, document_id: int) -> list[str]:
+    """One document's summaries. Indexing queues ``documents_summary_fill_task`` instead; this
+    task stays registered for the messages an earlier version queued."""
     with _llm_slot_or_later(self) as free:
         return _document_summary_fill(self, document_id) if free else []
+
+
+@shared_task(
+    bind=True,
+    name="knowledge.tasks.domains.documents_summary_fill_task",
+    max_retries=None,
+    acks_late=True,
+    **LLM_TASK_OPTIONS,
+)
+def documents_summary_fill_task(self, document_ids: list[int]) -> dict[str, list[str]]:
+    """Fill the summaries of ``document_ids`` (an indexing batch's share) in turn under one LLM
+    slot: one message for the share, not one a document. Returns the keys written by document id.
+
+    A task keeps to its time limits: it starts a further document only while a document's worst
+    case (two calls of ``LLM_TIMEOUT``) still fits before its soft time limit, and queues the rest
+    as a task of its own. The LLM unavailable: the task retries from the document that failed
+    (``LLM_TASK_RETRIES`` times, backing off), and a task that had filled some first queues the
+    rest afresh, their retries unspent. Once a document has gone through every retry (the
+    endpoint down all along), it gets the extractive summary, and so does each document after it
+    whose call fails: they do not wait through a retry schedule each.
+    """
+    with _llm_slot_or_later(self) as free:
+        return _documents_summary_fill(self, [int(i) for i in document_ids]) if free else {}
+
+
+def _documents_summary_fill(self, document_ids: list[int]) -> dict[str, list[str]]:
+    started = time.monotonic()
+    room = float(settings.LLM_TASK_SOFT_TIME_LIMIT) - 2 * float(settings.LLM_TIMEOUT)
+    filled: dict[str, list[str]] = {}
+    given_up = self.request.retries >= settings.LLM_TASK_RETRIES
+    for position, document_id in enumerate(document_ids):
+        rest = document_ids[position:]
+        if position and time.monotonic() - started > room:  # the rest in a task of its own
+            self.apply_async((rest,), retries=self.request.retries if given_up else 0)
+            return filled
+        try:
+            filled[str(document_id)] = document_summary_fill(document_id=document_id)
+        except LLM_TEMPORARY as exc:
+            if given_up:
+                logger.warning(
+                    "document %s: LLM still unavailable, extractive summary used: %s", document_id, exc
+                )
+                filled[str(document_id)] = document_summary_fill(
+                    document_id=document_id, llm_failure=str(exc)
+                )
+            elif position:  # some were filled: the rest start afresh, after the first backoff
+                self.apply_async((rest,), countdown=_backoff(0))
+                return filled
+            else:
+                raise self.retry(args=(rest,), exc=exc, countdown=_backoff(self.request.retries)) from exc
+    return filled
 
 
 def _document_summary_fill(self, document_id: int) -> list[str]:

@@ -18,7 +18,11 @@ from config.celery import app
 from knowledge.models import ApiDocument
 from knowledge.services.documents import document_ingest
 from knowledge.services.locks import llm_slot
-from knowledge.tasks.domains import document_summary_fill_task, domain_summary_regenerate_task
+from knowledge.tasks.domains import (
+    document_summary_fill_task,
+    documents_summary_fill_task,
+    domain_summary_regenerate_task,
+)
 from knowledge.tasks.indexing import index_document, index_documents
 from tests.conftest import REPO
 from tests.knowledge.test_ingestion import markdown
@@ -34,7 +38,7 @@ def _queue_of(task) -> str:
 
 def test_summary_tasks_go_to_the_summaries_queue_and_indexing_to_the_default_one(settings):
     settings.CELERY_SUMMARIES_QUEUE = "llm-work"
-    assert _queue_of(document_summary_fill_task) == "llm-work"
+    assert _queue_of(document_summary_fill_task) == _queue_of(documents_summary_fill_task) == "llm-work"
     assert _queue_of(domain_summary_regenerate_task) == "llm-work"
     assert _queue_of(index_document) == _queue_of(index_documents) == app.conf.task_default_queue
 
@@ -52,7 +56,7 @@ def test_a_worker_without_q_and_the_embedded_worker_serve_both_queues():
 
 
 def test_each_summary_task_is_bounded_in_time():
-    for task in (document_summary_fill_task, domain_summary_regenerate_task):
+    for task in (document_summary_fill_task, documents_summary_fill_task, domain_summary_regenerate_task):
         # two LLM calls at most (an invalid answer is asked again once) and a margin
         assert task.soft_time_limit == 2 * django_settings.LLM_TIMEOUT + 30
         assert task.time_limit == task.soft_time_limit + 30
@@ -197,7 +201,7 @@ def test_with_the_llm_endpoint_hung_uploads_are_indexed_in_normal_time(
         assert peer.accepted == 1, "more than LLM_TASK_SLOTS summary tasks called the LLM at once"
         # And every message reached one queue only: no task was received twice
         received = re.findall(r"Task (\S+)\[([0-9a-f-]+)\] received", worker.log_path.read_text())
-        assert any(name == "knowledge.tasks.domains.document_summary_fill_task" for name, _ in received)
+        assert any(name == "knowledge.tasks.domains.documents_summary_fill_task" for name, _ in received)
         assert len({task_id for _, task_id in received}) == len(received), received
     finally:
         peer.close()  # the hung calls fail at once: the worker stops without waiting them out
