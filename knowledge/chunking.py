@@ -320,20 +320,22 @@ def chunk_document(body: str, *, markdown: bool = True, target: int = 800, overl
         carried = ""
         current: list[_Piece] = []
         current_overlap = ""
+        size = 0  # of the overlap and of each piece of ``current`` with its joiner, kept as it grows
 
         for piece in pieces:
+            piece_size = text_size(piece.joiner + piece.text)
             if not current:
-                current = [piece]
+                current, size = [piece], text_size(current_overlap) + piece_size
                 continue
-            candidate = text_size(current_overlap) + sum(text_size(p.joiner + p.text) for p in current)
-            if candidate + text_size(piece.joiner + piece.text) <= target:
+            if size + piece_size <= target:
                 current.append(piece)
+                size += piece_size
                 continue
             chunks.append(_make_chunk(len(chunks), section.path, current, current_overlap))
             current_overlap = _overlap_text(current, overlap)
             if current_overlap and text_size(current_overlap) + text_size(piece.text) + 2 > target:
                 current_overlap = ""  # the overlap is a nicety; never let it push a chunk over
-            current = [piece]
+            current, size = [piece], text_size(current_overlap) + piece_size
         if current:
             chunks.append(_make_chunk(len(chunks), section.path, current, current_overlap))
     return chunks
