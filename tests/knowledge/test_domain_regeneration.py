@@ -18,18 +18,10 @@ from knowledge.services.domains import (
     domains_missing_summary,
 )
 from knowledge.tasks.domains import _queue_missing_domain_summaries, domain_summary_regenerate_task
-from tests.support.domain_map import calls_of, good_answers, indexed_document
+from tests.support.domain_map import calls_of, indexed_document
 from tests.support.fake_openai import Reply
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def llm(settings, fake_openai):
-    settings.LLM_BASE_URL = fake_openai.base_url
-    settings.LLM_MAX_RETRIES = 0
-    fake_openai.responder = good_answers
-    return fake_openai
 
 
 @pytest.fixture

@@ -9,18 +9,10 @@ import pytest
 from knowledge.llm import LLMUnavailable, get_llm_client
 from knowledge.models import KnowledgeDomain
 from knowledge.services.domains import domain_summary_regenerate, domain_summary_regenerate_now
-from tests.support.domain_map import good_answers, indexed_document
+from tests.support.domain_map import indexed_document
 from tests.support.fake_openai import Reply
 
 PREVIOUS = "之前的摘要：退款相关问题时检索"
-
-
-@pytest.fixture
-def llm(settings, fake_openai):
-    settings.LLM_BASE_URL = fake_openai.base_url
-    settings.LLM_MAX_RETRIES = 0
-    fake_openai.responder = good_answers
-    return fake_openai
 
 
 @pytest.mark.parametrize(

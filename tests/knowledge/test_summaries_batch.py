@@ -17,14 +17,6 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def llm(settings, fake_openai):
-    settings.LLM_BASE_URL = fake_openai.base_url
-    settings.LLM_MAX_RETRIES = 0
-    fake_openai.responder = good_answers
-    return fake_openai
-
-
-@pytest.fixture
 def queued(monkeypatch) -> list[tuple]:
     """The summary tasks sent (args and options), instead of running them."""
     sent: list[tuple] = []
