@@ -1,4 +1,4 @@
-"""Locks shared by every worker: a named lock, and its two uses.
+"""Locks shared by every worker: a named lock, and what it guards.
 
 - ``document_lock`` / ``documents_locked``: two indexing runs of one document never interleave.
   Two runs can meet: a re-upload queues a new task while the previous one still runs, and a
@@ -10,8 +10,8 @@
 
 MySQL/MariaDB: ``GET_LOCK`` (shared by every worker on every host). Otherwise (the embedded
 default, one machine): locks on files under ``AGENTKB_VAR_DIR/locks`` (every document's in one
-file, a byte each: ``config.file_locks``). Both die with their
-holder (its connection or process), so a killed worker never leaves one taken.
+file, a byte each: ``config.file_locks``). Both die with their holder (its connection or
+process), so a killed worker never leaves one taken.
 
 ``GET_LOCK`` names belong to the whole database server, not to a database: two deployments (or
 a deployment and a test run) on one server would hold each other's document ``index-7`` and
