@@ -31,7 +31,8 @@ Two ways to run the pipeline:
 
 ``--embedder null`` swaps the model for one returning fixed unit vectors at no cost, so what is
 left is the pipeline's own work (parse, chunk, rows, vectors and lexical entries written, status):
-printed as microseconds per chunk by stage. ``--embedder gpu`` returns the same vectors but takes
+printed as microseconds per chunk by stage, with the upsert stage's parts under it (waiting for the
+lexical analysis, the lexical write, then waiting for Milvus: which of them the stage waited on). ``--embedder gpu`` returns the same vectors but takes
 the time a GPU would (5,600 chunks/s, sleeping): the lexical analysis runs meanwhile, as it does
 beside a real embedder, and the figure is what ingest at GPU speed takes in all.
 ``--milvus-uri`` writes the vectors to that Milvus server (e.g. Milvus 2.3.5 standalone from
@@ -53,6 +54,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -351,6 +353,13 @@ def run(args, settings, folder: Path, processes: list[subprocess.Popen]) -> None
         "commit_s": 0.0,
         "prune_s": 0.0,
     }
+    #: the parts of a stage ("upsert.lexical_write_s"), printed under it, already counted in it
+    parts: dict[str, float] = defaultdict(float)
+
+    def add_timings(timings: dict[str, float]) -> None:
+        for key, value in timings.items():
+            (parts if "." in key else stages)[key] += value
+
     if args.worker:
         worker_log = folder / "worker.log"
         env = {**os.environ, "CELERY_TASK_ALWAYS_EAGER": "false"}
@@ -406,8 +415,7 @@ def run(args, settings, folder: Path, processes: list[subprocess.Popen]) -> None
             result = document_ingest(data=data, name=name)
             stages["ingest_s"] += time.perf_counter() - t
             outcome = document_index(document_id=result.document.id)
-            for key, value in outcome.timings.items():
-                stages[key] += value
+            add_timings(outcome.timings)
         pipeline_s = time.perf_counter() - started
         pipeline_cpu_s = time.process_time() - cpu_started
     else:
@@ -421,8 +429,7 @@ def run(args, settings, folder: Path, processes: list[subprocess.Popen]) -> None
         stages["ingest_s"] += time.perf_counter() - t
         for batch in index_batches((i, False) for i in queue.document_ids):
             outcome = documents_index(entries=batch, final_attempt=True)
-            for key, value in outcome.timings.items():
-                stages[key] += value
+            add_timings(outcome.timings)
         pipeline_s = time.perf_counter() - started
         pipeline_cpu_s = time.process_time() - cpu_started
 
@@ -497,6 +504,10 @@ def run(args, settings, folder: Path, processes: list[subprocess.Popen]) -> None
         print(f"\n  microseconds per chunk ({n_chunks} chunks, {settings.MILVUS_URI}):")
         for key, value in [*stages.items(), ("other_s", other), ("total_s", pipeline_s)]:
             print(f"    {key[:-2]:10}{value / max(n_chunks, 1) * 1e6:10.1f}")
+            for part, seconds in parts.items():
+                if part.startswith(key[:-2] + "."):
+                    label = "of which " + part.split(".", 1)[1][:-2].replace("_", " ")
+                    print(f"      {label:26}{seconds / max(n_chunks, 1) * 1e6:8.1f}")
         if args.embedder == "null":
             own = (pipeline_s - stages["embed_s"]) / max(n_chunks, 1)
             projected = 1_000_000 * (own + 1 / GPU_CHUNKS_PER_S)

@@ -111,7 +111,8 @@ class IndexResult:
 @dataclass(frozen=True)
 class BatchResult:
     results: dict[int, IndexResult]
-    #: seconds per phase, for the whole run (chunk_s, embed_s, upsert_s, commit_s, prune_s)
+    #: seconds per phase, for the whole run (chunk_s, embed_s, upsert_s, commit_s, prune_s), and
+    #: the parts of a phase as "<phase>.<part>_s" (counted in their phase already)
     timings: dict[str, float]
 
 
@@ -374,10 +375,20 @@ def _upsert(
         # vectors fail and the lexical entries landed, the retry rewrites them, or (the run
         # given up) the prune queued below syncs them with the chunk rows.
         upserted = _vector_writes.submit(store.upsert, rows)
+        # The stage's parts, as "upsert.<part>_s" (a part of the upsert stage, not a stage of
+        # its own): which of the analysis, tantivy and Milvus the stage waited on.
+        mark = time.perf_counter()
         try:
+            if analysed is not None:
+                analysed.result()  # the analysis started before the embedding, if still running
+            timings["upsert.analysis_wait_s"] += time.perf_counter() - mark
+            mark = time.perf_counter()
             documents_lexical_write([(r.document, r.chunks, r.texts) for r in runs], prepared=analysed)
+            timings["upsert.lexical_write_s"] += time.perf_counter() - mark
         finally:
+            mark = time.perf_counter()
             wait([upserted])
+            timings["upsert.vectors_wait_s"] += time.perf_counter() - mark
         upserted.result()
     except (EmbeddingError, VectorStoreMismatch) as exc:
         for run in runs:
