@@ -32,9 +32,10 @@ Two ways to run the pipeline:
 ``--embedder null`` swaps the model for one returning fixed unit vectors at no cost, so what is
 left is the pipeline's own work (parse, chunk, rows, vectors and lexical entries written, status):
 printed as microseconds per chunk by stage, with the upsert stage's parts under it (waiting for the
-lexical analysis, the lexical write, then waiting for Milvus: which of them the stage waited on). ``--embedder gpu`` returns the same vectors but takes
-the time a GPU would (5,600 chunks/s, sleeping): the lexical analysis runs meanwhile, as it does
-beside a real embedder, and the figure is what ingest at GPU speed takes in all.
+lexical analysis, the lexical write, then waiting for Milvus: which of them the stage waited on).
+``--embedder gpu`` returns the same vectors but takes the time a GPU would (5,600 chunks/s,
+sleeping): the lexical analysis runs meanwhile, as it does beside a real embedder, and the figure
+is what ingest at GPU speed takes in all.
 ``--milvus-uri`` writes the vectors to that Milvus server (e.g. Milvus 2.3.5 standalone from
 ``make milvus-standalone``) instead of embedded milvus-lite.
 
