@@ -134,6 +134,10 @@ def _documents_summary_fill(self, document_ids: list[int]) -> dict[str, list[str
                 return filled
             else:
                 raise self.retry(args=(rest,), exc=exc, countdown=_backoff(self.request.retries)) from exc
+        except Exception:
+            # One document's fault (its row, its text): logged, and the rest of the share filled
+            # all the same, as when each document had a task of its own.
+            logger.exception("filling the summaries of document %s failed", document_id)
     return filled
 
 

@@ -120,3 +120,21 @@ def test_a_task_starts_no_document_its_soft_time_limit_could_cut_short_and_queue
     assert _sources([first, second, third]) == ["llm", None, None]
     assert queued == [([second, third], {"retries": 0})]
     assert calls_of(llm, "document") == 1
+
+
+def test_a_document_failing_for_its_own_reasons_is_logged_and_the_rest_of_its_share_filled(
+    llm, monkeypatch, caplog
+):
+    first, second, third = _documents(3)
+    real = domain_tasks.document_summary_fill
+
+    def broken_row(*, document_id, **kwargs):
+        if document_id == second:
+            raise RuntimeError("this row is broken")
+        return real(document_id=document_id, **kwargs)
+
+    monkeypatch.setattr(domain_tasks, "document_summary_fill", broken_row)
+    documents_summary_fill_task.apply(args=([first, second, third],))
+
+    assert _sources([first, second, third]) == ["llm", None, "llm"]
+    assert f"filling the summaries of document {second} failed" in caplog.text
