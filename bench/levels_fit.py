@@ -13,6 +13,11 @@ fitted model in force and prints both, which must agree.
 
 A fit sees only the fit set's features: the report set's rows are never passed to it
 (``fit_rows`` takes one set; ``tests/bench/test_levels_fit.py`` checks it).
+
+``--pooled`` asks another question: what a model fitted on both kinds of set at once does on
+articles it never saw. Each set's articles are halved (seeded by ``--seed``); the model fitted on
+the first halves of both sets answers the second halves and the reverse, and beside it the same
+folds fitted on one set alone. An article's paragraphs and questions stay on one side.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from retrieval.staff.level_fit import Asked, figures, fit, live_figures  # noqa: E402
+from retrieval.staff.level_fit import Asked, answer, figures, fit, live_figures  # noqa: E402
 
 
 def collect_main(name: str, args: Any) -> None:
@@ -61,6 +66,7 @@ def collect_main(name: str, args: Any) -> None:
             {
                 "qid": question.qid,
                 "expected": question.expected,
+                "group": question.group or question.qid,
                 "candidates": (outcome.details or {}).get("levels", {}).get("candidates", []),
                 "live": [primary, body.get("relevanceLevel") if primary else None],
             }
@@ -111,7 +117,8 @@ LEVEL_COLUMNS = ("hit@1", "not_found", "P(PRECISE)", "P(HIGHLY_RELEVANT)", "P(RE
 
 
 def table(rows: list[tuple[str, dict]]) -> str:
-    head = f"{'fit -> report':<26}" + "".join(f"{c:>20}" for c in LEVEL_COLUMNS)
+    width = max([26] + [len(label) + 2 for label, _ in rows])
+    head = f"{'fit -> report':<{width}}" + "".join(f"{c:>20}" for c in LEVEL_COLUMNS)
     lines = [head, "-" * len(head)]
     for label, f in rows:
         cells = []
@@ -120,7 +127,7 @@ def table(rows: list[tuple[str, dict]]) -> str:
             n = f.get(c.replace("P(", "n(")) if c.startswith("P(") else None
             text = "-" if v is None else f"{v:.3f}" + (f" ({n})" if n is not None else "")
             cells.append(f"{text:>20}")
-        lines.append(f"{label:<26}" + "".join(cells))
+        lines.append(f"{label:<{width}}" + "".join(cells))
     return "\n".join(lines)
 
 
@@ -143,14 +150,9 @@ def cross_rows(collected: dict[str, list[Asked]], pairs: list[tuple[str, str]]) 
     return rows, models
 
 
-def cross_main(args: Any) -> str:
-    """The cross table (default), or one --fit-on/--report-on pair; optionally the profile written
-    and the report set verified end-to-end."""
-    import tempfile
-
-    pairs = [(args.fit_on, args.report_on)] if args.fit_on else [("cmrc", "drcd"), ("drcd", "cmrc")]
-    names = sorted({n for pair in pairs for n in pair})
-    scratch = Path(tempfile.mkdtemp(prefix="agentkb-levels-"))
+def _collected(names: list[str], args: Any, scratch: Path) -> dict[str, list[Asked]]:
+    """Each named set's evidence: from ``--from-collected`` where it has the set, else collected
+    now; kept in ``--save-collected`` when asked."""
     saved = json.loads(Path(args.from_collected).read_text(encoding="utf-8")) if args.from_collected else {}
     collected = {n: [Asked(**r) for r in saved[n]] for n in names if n in saved}
     missing = [n for n in names if n not in collected]
@@ -161,6 +163,77 @@ def cross_main(args: Any) -> str:
             json.dumps({n: [q.__dict__ for q in v] for n, v in collected.items()}, ensure_ascii=False),
             encoding="utf-8",
         )
+    return collected
+
+
+def article_halves(asked: list[Asked], *, seed: int) -> tuple[list[Asked], list[Asked]]:
+    """The questions of a seeded half of the articles, and those of the other half: an article's
+    questions (its paragraphs, answerable or held out) never sit on both sides."""
+    import random
+
+    groups = sorted({q.group or q.qid for q in asked})
+    random.Random(seed).shuffle(groups)
+    first = set(groups[: len(groups) // 2])
+    return [q for q in asked if (q.group or q.qid) in first], [
+        q for q in asked if (q.group or q.qid) not in first
+    ]
+
+
+def pooled_rows(collected: dict[str, list[Asked]], *, seed: int) -> list[tuple[str, dict]]:
+    """One model fitted on every set at once, reported on articles it never saw: each set's
+    articles are halved (seeded); the model fitted on all sets' first halves answers their second
+    halves and the reverse, so each question is answered once, by a fit that did not see its
+    article. Beside it, the same folds fitted on the set alone."""
+    halves = {name: article_halves(asked, seed=seed) for name, asked in collected.items()}
+    pooled: dict[str, dict[str, Any]] = {name: {} for name in collected}
+    alone: dict[str, dict[str, Any]] = {name: {} for name in collected}
+    label = "+".join(sorted(collected))
+    for fold in (0, 1):
+        fit_on = {name: halves[name][1 - fold] for name in collected}
+        model = fit([q for name in sorted(fit_on) for q in fit_on[name]], name="", fit_set=f"{label} (half)")
+        for name in collected:
+            own = fit(fit_on[name], name="", fit_set=f"{name} (half)")
+            for q in halves[name][fold]:
+                pooled[name][q.qid] = answer(model, q)
+                alone[name][q.qid] = answer(own, q)
+    rows: list[tuple[str, dict]] = []
+    for name in sorted(collected):
+        rows.append((f"{label} -> {name}, other half", figures(None, collected[name], answers=pooled[name])))
+        rows.append((f"{name} -> {name}, other half", figures(None, collected[name], answers=alone[name])))
+    return rows
+
+
+def pooled_main(args: Any) -> str:
+    """``--pooled``: the level model fitted on CMRC 2018 and DRCD together, reported on the
+    articles each fold did not see (``pooled_rows``)."""
+    import tempfile
+
+    scratch = Path(tempfile.mkdtemp(prefix="agentkb-levels-"))
+    collected = _collected(["cmrc", "drcd"], args, scratch)
+    missing = [n for n, asked in collected.items() if any(q.group is None for q in asked)]
+    if missing:
+        sys.exit(
+            f"--pooled: the collected evidence of {', '.join(missing)} names no article per question "
+            "(collected by an earlier version); collect it again (drop --from-collected)"
+        )
+    from bench import quality
+
+    quality.prepare_django("fit")
+    return (
+        f"articles halved with seed {args.seed}; each question answered by the fold that did not see "
+        "its article\n" + table(pooled_rows(collected, seed=args.seed))
+    )
+
+
+def cross_main(args: Any) -> str:
+    """The cross table (default), or one --fit-on/--report-on pair; optionally the profile written
+    and the report set verified end-to-end."""
+    import tempfile
+
+    pairs = [(args.fit_on, args.report_on)] if args.fit_on else [("cmrc", "drcd"), ("drcd", "cmrc")]
+    names = sorted({n for pair in pairs for n in pair})
+    scratch = Path(tempfile.mkdtemp(prefix="agentkb-levels-"))
+    collected = _collected(names, args, scratch)
     from bench import quality
 
     quality.prepare_django("fit")

@@ -36,7 +36,9 @@ Figures, per system (answerable = the expected document is in the index):
   document (an unanswerable question answered at a level counts against that level);
 - p50 / p95: milliseconds per question, as this process saw them.
 
-    .venv/bin/python bench/quality.py                         # both data sets, all systems
+    .venv/bin/python bench/quality.py                         # the level model's cross table
+    .venv/bin/python bench/quality.py --pooled                # fitted on both sets at once
+    .venv/bin/python bench/quality.py --dataset all           # CMRC and demo, all systems
     .venv/bin/python bench/quality.py --dataset demo --systems agentkb,bm25
     .venv/bin/python bench/quality.py --dataset cmrc --subset dev --limit 200 --json var/q.json
     .venv/bin/python bench/quality.py --dataset demo --url http://127.0.0.1:8000 --token TOKEN
@@ -44,7 +46,8 @@ Figures, per system (answerable = the expected document is in the index):
 ``--url``/``--token`` ask a running agentkb over HTTP instead (it must hold the data set's
 documents: the demo corpus is what ``make run`` loads; ``--write-corpus DIR`` writes a data set's
 documents as files for ``manage.py import_documents DIR``). Over HTTP the lookup records each call
-like an agent's and shows no similarities. Nothing is asserted: the figures are printed.
+like an agent's and shows no similarities. Nothing is asserted: the figures are printed. Without
+``--dataset`` the run fits and reports the level model instead (``bench/levels_fit.py``).
 """
 
 from __future__ import annotations
@@ -96,6 +99,8 @@ class Question:
     query: str
     expected: str | None  # doc key, or None: nothing in the index answers it
     kind: str = ""
+    #: the article the question was asked of (``--pooled`` keeps an article's questions together)
+    group: str = ""
 
 
 @dataclass
@@ -135,13 +140,14 @@ def cmrc_dataset(
     """Paragraphs as documents; ``holdout`` of them (seeded) left out of the index, their questions
     then expect nothing. A title shared by several paragraphs gets the paragraph's number."""
     raw = json.loads(Path(path).read_text(encoding="utf-8"))
-    paragraphs = []  # (paragraph id, title, context, qas)
+    paragraphs = []  # (paragraph id, title, context, qas, article id)
     for article in raw["data"]:
         many = len(article["paragraphs"]) > 1
+        article_id = str(article.get("id", article["title"]))
         for n, paragraph in enumerate(article["paragraphs"], start=1):
             title = f"{article['title']}（第 {n} 段）" if many else article["title"]
-            pid = paragraph.get("id") or f"{article.get('id', article['title'])}-{n}"
-            paragraphs.append((pid, title, paragraph["context"], paragraph["qas"]))
+            pid = paragraph.get("id") or f"{article_id}-{n}"
+            paragraphs.append((pid, title, paragraph["context"], paragraph["qas"], article_id))
     titles = [p[1] for p in paragraphs]
     if len(set(titles)) != len(titles):
         raise ValueError(f"{path}: two paragraphs share a title even with their numbers")
@@ -149,7 +155,7 @@ def cmrc_dataset(
     random.Random(seed).shuffle(order)
     held_out = set(order[: round(len(order) * holdout)])
     documents, questions, blank = [], [], 0
-    for pid, title, context, qas in paragraphs:
+    for pid, title, context, qas, article_id in paragraphs:
         doc_key = f"{domain}/{pid}.md"
         if pid not in held_out:
             data = _markdown(
@@ -169,6 +175,7 @@ def cmrc_dataset(
                     query=qa["question"],
                     expected=None if pid in held_out else doc_key,
                     kind="held-out" if pid in held_out else "answerable",
+                    group=article_id,
                 )
             )
     return Dataset(
@@ -752,6 +759,11 @@ def main(argv: list[str] | None = None) -> None:
         "--verify", action="store_true", help="ask the report set again end-to-end with the fit"
     )
     parser.add_argument("--drcd", default=str(cmrc_default_path(DRCD_RELATIVE)), help="path of DRCD_dev.json")
+    parser.add_argument(
+        "--pooled",
+        action="store_true",
+        help="fit on CMRC and DRCD together, report on the half of each set's articles each fit did not see",
+    )
     parser.add_argument("--save-collected", metavar="FILE", help="keep each question's evidence as JSON")
     parser.add_argument(
         "--from-collected", metavar="FILE", help="fit and report from a --save-collected file"
@@ -804,6 +816,14 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.one_dataset:  # the child process of a --dataset run (it has no --dataset of its own)
         print("RESULT " + json.dumps(run_dataset(args.one_dataset, args), ensure_ascii=False), flush=True)
+        return
+    if args.dataset is None and args.pooled:
+        if args.fit_on or args.report_on:
+            parser.error("--pooled fits on both sets: it takes no --fit-on or --report-on")
+        for flag in ("cmrc", "drcd"):
+            if not Path(getattr(args, flag)).exists():
+                parser.error(f"--{flag}: {getattr(args, flag)} does not exist")
+        print(levels_fit.pooled_main(args))
         return
     if args.dataset is None:
         if bool(args.fit_on) != bool(args.report_on):

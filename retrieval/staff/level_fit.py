@@ -28,6 +28,9 @@ class Asked:
     candidates: list[dict[str, Any]]  # doc_key, features, precise, via_l0
     #: what the lookup answered (primary, level) when a fitted model was in force
     live: list[Any] | None = None
+    #: the article (or other unit) the question was asked of: questions of one article stay on
+    #: one side of a fit/report split (``bench/quality.py --pooled``)
+    group: str | None = None
 
 
 def fit_rows(asked: list[Asked], features: tuple[str, ...]) -> tuple[list[list[float]], list[int]]:

@@ -77,3 +77,59 @@ def test_a_refit_that_does_worse_unfitted_is_refused():
     assert not refused.ok and "hit@1" in refused.reason
     assert refit_decide(good, good, report_half).ok
     assert refit_decide(good, None, report_half).ok
+
+
+def _grouped(prefix, n, right_margin):
+    """Questions of n/4 articles, four questions an article."""
+    return [
+        Asked(q.qid, q.expected, q.candidates, group=f"{prefix}-article{i // 4}")
+        for i, q in enumerate(_asked(prefix, n, right_margin))
+    ]
+
+
+def test_the_pooled_fit_never_sees_the_articles_it_reports_on(monkeypatch):
+    fits = []
+    real_fit = levels_fit.fit
+
+    def spy(asked, **kw):
+        fits.append({q.group for q in asked})
+        return real_fit(asked, **kw)
+
+    reported = []
+    real_answer = levels_fit.answer
+
+    def answer_spy(model, q):
+        reported.append((len(fits), q.group))
+        return real_answer(model, q)
+
+    monkeypatch.setattr(levels_fit, "fit", spy)
+    monkeypatch.setattr(levels_fit, "answer", answer_spy)
+    collected = {"a": _grouped("a", 80, 0.3), "b": _grouped("b", 80, 0.1)}
+    rows = levels_fit.pooled_rows(collected, seed=3)
+
+    # per fold: the pooled fit, then one fit per set alone (a, b); answers after each fold's fits
+    assert len(fits) == 6
+    pooled_first, pooled_second = fits[0], fits[3]
+    assert {g[0] for g in pooled_first} == {"a", "b"}  # both sets in one fit
+    assert not pooled_first & pooled_second  # the folds' articles do not overlap
+    for fitted_count, group in reported:
+        fold_fits = fits[0:3] if fitted_count <= 3 else fits[3:6]
+        assert all(group not in seen for seen in fold_fits), f"{group} was fitted on and reported"
+    # every question answered once by the pooled model and once by its set's own model
+    assert len(reported) == 2 * 160
+    labels = [label for label, _ in rows]
+    assert labels == [
+        "a+b -> a, other half",
+        "a -> a, other half",
+        "a+b -> b, other half",
+        "b -> b, other half",
+    ]
+    assert all(f["questions"] == 80 for _, f in rows)
+
+
+def test_article_halves_keep_an_article_on_one_side():
+    asked = _grouped("a", 40, 0.3)
+    first, second = levels_fit.article_halves(asked, seed=1)
+    assert {q.group for q in first}.isdisjoint({q.group for q in second})
+    assert len(first) + len(second) == 40 and len(first) == 20
+    assert levels_fit.article_halves(asked, seed=1) == (first, second)
