@@ -780,7 +780,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--cmrc", default=str(cmrc_default_path()), help="path of cmrc2018_trial.json")
     parser.add_argument(
-        "--seed", type=int, default=11, help="seed of the hold-out and of the dev/test halves"
+        "--seed",
+        type=int,
+        default=11,
+        help="seed of the hold-out, of the dev/test halves and of --pooled's article halves",
     )
     parser.add_argument("--holdout", type=float, default=0.10, help="share of CMRC paragraphs held out")
     parser.add_argument("--url", help="ask a running agentkb over HTTP (base URL)")
