@@ -28,6 +28,7 @@ Two ways to run the pipeline:
     .venv/bin/python bench/ingest.py --docs 1000 --embedder null   # the pipeline alone, µs a chunk
     .venv/bin/python bench/ingest.py --docs 1000 --embedder gpu    # embedding taking a GPU's time
     .venv/bin/python bench/ingest.py --docs 1000 --embedder null --milvus-uri http://127.0.0.1:26530
+    .venv/bin/python bench/ingest.py --docs 1000 --embedder null --lite-server
 
 ``--embedder null`` swaps the model for one returning fixed unit vectors at no cost, so what is
 left is the pipeline's own work (parse, chunk, rows, vectors and lexical entries written, status):
@@ -37,7 +38,10 @@ lexical analysis, the lexical write, then waiting for Milvus: which of them the 
 sleeping): the lexical analysis runs meanwhile, as it does beside a real embedder, and the figure
 is what ingest at GPU speed takes in all.
 ``--milvus-uri`` writes the vectors to that Milvus server (e.g. Milvus 2.3.5 standalone from
-``make milvus-standalone``) instead of embedded milvus-lite.
+``make milvus-standalone``) instead of embedded milvus-lite. ``--lite-server`` sends them to a
+loopback ``milvus-lite server`` process, the embedded default as ``make run`` deploys it: embedded
+in the bench's process, milvus-lite's engine (Python) runs in threads beside the pipeline and
+shares its GIL, which a deployment does not.
 
 Everything lives in a temporary folder (SQLite + milvus-lite); nothing of var/ is touched.
 Prints figures only; asserts nothing about time.
@@ -116,6 +120,12 @@ def _parse_args() -> argparse.Namespace:
     )
     parser.add_argument(
         "--milvus-uri", help="a Milvus server for the vectors (default: embedded milvus-lite)"
+    )
+    parser.add_argument(
+        "--lite-server",
+        action="store_true",
+        help="in-process, the vectors go to a loopback milvus-lite server process, as make run has it "
+        "(default: milvus-lite embedded in this process, its engine sharing the pipeline's GIL)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (its path is printed)")
     # --worker with --embedder null/gpu: the bench starts its worker through itself, so the
@@ -211,7 +221,7 @@ def main() -> None:
         if args.milvus_uri:
             os.environ["MILVUS_URI"] = args.milvus_uri
             os.environ["MILVUS_COLLECTION"] = f"bench_pipeline_{os.getpid()}"
-        if args.worker and not args.milvus_uri:
+        if (args.worker or args.lite_server) and not args.milvus_uri:
             port = _free_port()
             server = subprocess.Popen(
                 [str(Path(sys.executable).parent / "milvus-lite"), "server", "--data-dir", str(folder / "milvus"),
