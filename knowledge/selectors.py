@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import yaml
 from django.conf import settings
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet
 
 from knowledge.map_budget import map_fit
-from knowledge.models import ApiDocument, KnowledgeDomain
+from knowledge.models import ApiDocument, DocumentChunk, KnowledgeDomain
 
 #: "has an indexed version": every version agentkb indexes sets ``indexed_at`` and a re-index
 #: keeps it (rows adopted from the original service get theirs in migration 0006). One indexed
@@ -30,6 +30,25 @@ SEARCHABLE = Q(indexed_at__isnull=False)
 def documents_searchable() -> QuerySet[ApiDocument]:
     """Documents lookups may return (see the module docstring)."""
     return ApiDocument.objects.filter(SEARCHABLE)
+
+
+def chunk_counts_by_domain() -> dict[str, int]:
+    """How many chunks the searchable documents of each domain hold: one grouped count."""
+    rows = (
+        DocumentChunk.objects.filter(document__in=documents_searchable())
+        .order_by()
+        .values_list("document__domain")
+        .annotate(n=Count("id"))
+    )
+    return {domain: n for domain, n in rows}
+
+
+def chunk_count_of(doc_keys: frozenset[str], domains: frozenset[str] | None = None) -> int:
+    """How many chunks these searchable documents hold (of ``domains`` only, when given)."""
+    documents = documents_searchable().filter(doc_key__in=sorted(doc_keys))
+    if domains is not None:
+        documents = documents.filter(domain__in=sorted(domains))
+    return DocumentChunk.objects.filter(document__in=documents).count()
 
 
 def domain_ids_with_documents(*, searchable_only: bool = False) -> list[str]:

@@ -612,12 +612,15 @@ class VectorStore:
         )
         return int(rows[0]["count(*)"]) if rows else 0
 
-    def _dense_search_params(self, top_k: int) -> dict[str, Any]:
-        """What a search of the vector field sends: L2, and the index type's parameters."""
-        return {
-            "metric_type": "L2",
-            "params": milvus_index.search_params(self.index_type, self.search_params, top_k=top_k),
-        }
+    def _dense_search_params(self, top_k: int, filter_share: float | None = None) -> dict[str, Any]:
+        """What a search of the vector field sends: L2, and the index type's parameters (on
+        milvus-lite, widened for a filter keeping ``filter_share`` of the rows)."""
+        params = milvus_index.search_params(self.index_type, self.search_params, top_k=top_k)
+        if filter_share is not None and self.is_lite:
+            params = milvus_index.filtered_search_params(
+                self.index_type, params, top_k=top_k, filter_share=filter_share
+            )
+        return {"metric_type": "L2", "params": params}
 
     def search(
         self,
@@ -627,18 +630,22 @@ class VectorStore:
         domain: str | Iterable[str] | None = None,
         with_text: bool = False,
         doc_keys: Iterable[str] | None = None,
+        filter_share: float | None = None,
     ) -> list[VectorHit]:
         """Nearest chunks by squared L2 distance, closest first (of ``domain``: one, or a set; of
         ``doc_keys`` only, when given); ``with_text``: each hit carries its stored text (what
-        lexical evidence reads)."""
+        lexical evidence reads). ``filter_share``: the share of the collection's rows that domain
+        and those documents hold, when the caller knows it: milvus-lite's graph index then walks
+        far enough to find them (``milvus_index.filtered_search_params``)."""
         self._ensure_loaded(for_read=True)
+        expr = domain_filter(domain, doc_keys)
         kwargs: dict[str, Any] = {
             "data": [[float(x) for x in vector]],
             "limit": top_k,
             "output_fields": ["doc_key", "domain", "chunk_index", *([TEXT_FIELD] if with_text else [])],
-            "search_params": self._dense_search_params(top_k),
+            "search_params": self._dense_search_params(top_k, filter_share if expr else None),
         }
-        if expr := domain_filter(domain, doc_keys):
+        if expr:
             kwargs["filter"] = expr
         result = self._call("search", self.collection, **self._read_your_writes(kwargs))
         hits = []

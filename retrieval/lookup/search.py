@@ -1,5 +1,6 @@
 """The one seam every chunk search sits behind: ``ChunkSearch.search(query, top_k, domains,
-doc_keys)`` (``doc_keys``: only these documents, a call's metadata condition; None: every one).
+doc_keys, filter_share)`` (``doc_keys``: only these documents, a call's metadata condition; None:
+every one; ``filter_share``: the share of the chunks they hold, ``retrieval.lookup.scope_share``).
 
 L1 asks one ``ChunkSearch`` for the best chunks of a query; which one depends on the mode
 (``RETRIEVAL_L1_MODE``): the dense vector alone (``DenseSearch``) or hybrid search
@@ -59,6 +60,7 @@ class ChunkSearch(Protocol):
         top_k: int,
         domains: str | frozenset[str] | None,
         doc_keys: frozenset[str] | None = None,
+        filter_share: float | None = None,
     ) -> tuple[ChunkHit, ...]: ...
 
 
@@ -74,8 +76,13 @@ class DenseSearch:
         top_k: int,
         domains: str | frozenset[str] | None,
         doc_keys: frozenset[str] | None = None,
+        filter_share: float | None = None,
     ) -> tuple[ChunkHit, ...]:
-        return tuple(self.store.search(query.embed(), top_k=top_k, domain=domains, doc_keys=doc_keys))
+        return tuple(
+            self.store.search(
+                query.embed(), top_k=top_k, domain=domains, doc_keys=doc_keys, filter_share=filter_share
+            )
+        )
 
 
 @dataclass(frozen=True)
@@ -103,11 +110,17 @@ class FusedSearch:
         top_k: int,
         domains: str | frozenset[str] | None,
         doc_keys: frozenset[str] | None = None,
+        filter_share: float | None = None,
     ) -> tuple[ChunkHit, ...]:
         if not query.lexical_tokens:
             return tuple(
                 self.store.search(
-                    query.embed(), top_k=top_k, domain=domains, with_text=True, doc_keys=doc_keys
+                    query.embed(),
+                    top_k=top_k,
+                    domain=domains,
+                    with_text=True,
+                    doc_keys=doc_keys,
+                    filter_share=filter_share,
                 )
             )
         # BM25, and the stored vectors of its hits, while the query is embedded: neither needs the
@@ -116,7 +129,9 @@ class FusedSearch:
             self._lexical_with_vectors, query.lexical_tokens, top_k, domains, doc_keys
         )
         vector = query.embed()
-        dense = self.store.search(vector, top_k=top_k, domain=domains, with_text=True, doc_keys=doc_keys)
+        dense = self.store.search(
+            vector, top_k=top_k, domain=domains, with_text=True, doc_keys=doc_keys, filter_share=filter_share
+        )
         lexical, stored = lexical_job.result()
         order = rankings_fuse(
             [Ranked(h.chunk_id, h.l2_distance) for h in dense],

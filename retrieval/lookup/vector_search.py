@@ -39,6 +39,7 @@ from knowledge.lexical import get_lexical_engine, query_tokens
 from knowledge.vectorstore import VectorStore, VectorStoreError, get_vector_store
 from retrieval.lookup.caches import LRUCache
 from retrieval.lookup.query_terms import bm25_query_text
+from retrieval.lookup.scope_share import filter_share, filter_share_cache_clear
 from retrieval.lookup.search import ChunkHit, ChunkSearch, DenseSearch, FusedSearch, SearchQuery
 
 _vectors = LRUCache()
@@ -151,7 +152,13 @@ def l1_search(
     # The query's key terms (question words out), cut by the analyser the index was cut with.
     tokens = query_tokens(bm25_query_text(query)) if mode != "dense" else ()
     hits = _hits_search(
-        chunk_search_for(store, mode), SearchQuery(query, embed, tokens), store, top_k, domain, doc_keys
+        chunk_search_for(store, mode),
+        SearchQuery(query, embed, tokens),
+        store,
+        top_k,
+        domain,
+        doc_keys,
+        signature,
     )
     embed()  # every L1 reports its model, whatever the search asked
     search_ms = (time.perf_counter() - started) * 1000 - embedded["ms"]
@@ -168,16 +175,23 @@ def _hits_search(
     top_k: int,
     domain: str | frozenset[str] | None,
     doc_keys: frozenset[str] | None,
+    signature: Hashable,
 ) -> tuple[ChunkHit, ...]:
-    """The search itself, within a call's documents (``doc_keys``) when it names them."""
+    """The search itself, within a call's documents (``doc_keys``) when it names them. A search
+    with a filter says what share of the chunks it keeps (``scope_share``), so milvus-lite's graph
+    index walks far enough to meet them."""
     # Too many documents for the search's own filter: kept here, from a larger fetch.
     kept_here = doc_keys if doc_keys is not None and len(doc_keys) > DOC_KEYS_IN_SEARCH_MAX else None
     try:
         if doc_keys is not None and not doc_keys:
             return ()  # no document passes the condition: nothing to search
         if kept_here is None:
-            return search.search(query, top_k=top_k, domains=domain, doc_keys=doc_keys)
-        fetched = search.search(query, top_k=top_k * CONDITION_FETCH_FACTOR, domains=domain)
+            share = filter_share(signature=signature, domains=domain, doc_keys=doc_keys)
+            return search.search(query, top_k=top_k, domains=domain, doc_keys=doc_keys, filter_share=share)
+        share = filter_share(signature=signature, domains=domain, doc_keys=None)
+        fetched = search.search(
+            query, top_k=top_k * CONDITION_FETCH_FACTOR, domains=domain, filter_share=share
+        )
         return tuple(h for h in fetched if h.doc_key in kept_here)[:top_k]
     except VectorStoreError:
         # No collection yet means nothing was ever indexed: an empty result, not an outage.
@@ -189,3 +203,4 @@ def _hits_search(
 def l1_caches_clear() -> None:
     _vectors.clear()
     _hits.clear()
+    filter_share_cache_clear()

@@ -66,10 +66,21 @@ def test_an_upsert_over_several_requests_stores_every_field_of_every_row_as_give
     stored = vector_store.vectors([r.chunk_id for r in sample])
     for row in sample:
         assert stored[row.chunk_id] == pytest.approx(row.vector, abs=1e-6)
+
+    # Each search is filtered to one document, so it says what share of the rows that keeps: once
+    # milvus-lite has built its graph index, a filtered search without it may miss the one row of
+    # long.md (test_a_filtered_search_on_the_graph_index_finds_rows_of_a_small_domain).
+    def share(doc_key):
+        return sum(1 for r in rows if r.doc_key == doc_key) / len(rows)
+
     for row in sample:
-        hits = vector_store.search(row.vector, top_k=500, doc_keys=[row.doc_key], with_text=True)
+        hits = vector_store.search(
+            row.vector, top_k=500, doc_keys=[row.doc_key], with_text=True, filter_share=share(row.doc_key)
+        )
         assert {h.chunk_id: h.text for h in hits}[row.chunk_id] == row.text
-    (hit,) = vector_store.search(rows[-1].vector, top_k=1, doc_keys=["long.md"], with_text=True)
+    (hit,) = vector_store.search(
+        rows[-1].vector, top_k=1, doc_keys=["long.md"], with_text=True, filter_share=share("long.md")
+    )
     assert hit.text == long_text[:TEXT_MAX_CHARS]
 
 
@@ -304,3 +315,52 @@ def test_hybrid_search_on_the_loopback_milvus_lite_server(settings, milvus_serve
     finally:
         store.drop()
         store.reset()
+
+
+def _sealed_and_loaded(store):
+    """Flush the collection and load it again: milvus-lite builds its graph index over every
+    segment when it loads (what its background build does some seconds after a write)."""
+    store._call("flush", store.collection)
+    store._call("release_collection", store.collection)
+    store._call("load_collection", store.collection)
+
+
+def test_a_filtered_search_on_the_graph_index_finds_rows_of_a_small_domain(vector_store):
+    """An agent scoped to a domain holding 0.1% of the rows still gets that domain's nearest rows:
+    the search says what share its filter keeps, and milvus-lite's HNSW walks far enough to meet
+    them (``milvus_index.filtered_search_params``). Without the share it finds almost none."""
+    rng = np.random.default_rng(5)
+    dim, n = 16, 6000
+    centers = rng.normal(size=(20, dim))
+    vectors = centers[rng.integers(0, 20, n)] + 0.7 * rng.normal(size=(n, dim))
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    small = set(rng.choice(n, 6, replace=False).tolist())
+    vector_store.ensure_collection(dim=dim, model_name="test")
+    vector_store.upsert(
+        [_row(f"d{i}.md", 0, vectors[i].tolist(), domain="small" if i in small else "big") for i in range(n)]
+    )
+    _sealed_and_loaded(vector_store)
+    members = sorted(small)
+    queries = rng.normal(size=(15, dim))
+    found_without = []
+    for q in queries / np.linalg.norm(queries, axis=1, keepdims=True):
+        nearest = np.argsort(((vectors[members] - q) ** 2).sum(axis=1))[:3]
+        expected = {f"d{members[i]}.md#0" for i in nearest}
+        hits = vector_store.search(q.tolist(), top_k=3, domain="small", filter_share=len(small) / n)
+        assert {h.chunk_id for h in hits} == expected
+        without = vector_store.search(q.tolist(), top_k=3, domain="small")
+        found_without.append(len(expected & {h.chunk_id for h in without}) / 3)
+    if vector_store.is_lite:
+        assert np.mean(found_without) < 0.5, "the graph index found the small domain unaided"
+
+
+def test_a_filtered_search_on_milvus_lite_widens_ef_by_the_share_its_filter_keeps():
+    from knowledge.milvus_index import filtered_search_params
+
+    assert filtered_search_params("AUTOINDEX", {}, top_k=10, filter_share=0.01) == {"ef": 4000}
+    assert filtered_search_params("HNSW", {"ef": 64}, top_k=10, filter_share=0.5) == {"ef": 80}
+    assert filtered_search_params("HNSW", {"ef": 500}, top_k=10, filter_share=0.5) == {"ef": 500}
+    assert filtered_search_params("HNSW", {"ef": 64}, top_k=10, filter_share=1e-9) == {"ef": 1_000_000}
+    for share in (None, 0.0, 1.0):  # no filter, nothing kept, everything kept: as configured
+        assert filtered_search_params("HNSW", {"ef": 64}, top_k=10, filter_share=share) == {"ef": 64}
+    assert filtered_search_params("IVF_FLAT", {"nprobe": 32}, top_k=10, filter_share=0.01) == {"nprobe": 32}
