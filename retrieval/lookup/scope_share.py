@@ -3,31 +3,38 @@ documents. milvus-lite's graph index needs it to search with a filter
 (``knowledge.milvus_index.filtered_search_params``): the fewer rows the filter keeps, the more of
 the graph the search must walk to meet them.
 
-The chunk count of each domain is read once per corpus signature (one grouped count; the
-signature moves when documents are indexed or deleted), a call's documents are counted per call
-(a handful of keys, an indexed lookup). The share is a hint, not a promise: the collection may
-also hold a document's next version while it is being indexed.
+The chunk count of each domain is read again when the corpus signature has moved (documents
+indexed or deleted), at most every ``REREAD_SECONDS``: one grouped count over the chunk rows, which
+a bulk ingest would otherwise repeat at every batch. A call's documents are counted per call (a
+handful of keys, an indexed lookup). The share is a hint, not a promise: the collection may also
+hold a document's next version while it is being indexed, and a domain indexed since the last
+reading counts as empty until the next (its search then walks as far as an unfiltered one).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Hashable
 
 from knowledge.selectors import chunk_count_of, chunk_counts_by_domain
 
+REREAD_SECONDS = 30.0
+
 _lock = threading.Lock()
-_counts: tuple[Hashable, dict[str, int]] | None = None
+#: (signature, when read, chunks per domain)
+_counts: tuple[Hashable, float, dict[str, int]] | None = None
 
 
 def _domain_counts(signature: Hashable) -> dict[str, int]:
     global _counts
     held = _counts
-    if held is not None and held[0] == signature:
-        return held[1]
+    now = time.monotonic()
+    if held is not None and (held[0] == signature or now - held[1] < REREAD_SECONDS):
+        return held[2]
     counts = chunk_counts_by_domain()
     with _lock:
-        _counts = (signature, counts)
+        _counts = (signature, now, counts)
     return counts
 
 

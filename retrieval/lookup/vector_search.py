@@ -185,10 +185,14 @@ def _hits_search(
     try:
         if doc_keys is not None and not doc_keys:
             return ()  # no document passes the condition: nothing to search
+        # Only milvus-lite's graph index needs the share (a server's index checks the filter first).
+        wants_share = store.is_lite
         if kept_here is None:
-            share = filter_share(signature=signature, domains=domain, doc_keys=doc_keys)
+            share = (
+                filter_share(signature=signature, domains=domain, doc_keys=doc_keys) if wants_share else None
+            )
             return search.search(query, top_k=top_k, domains=domain, doc_keys=doc_keys, filter_share=share)
-        share = filter_share(signature=signature, domains=domain, doc_keys=None)
+        share = filter_share(signature=signature, domains=domain, doc_keys=None) if wants_share else None
         fetched = search.search(
             query, top_k=top_k * CONDITION_FETCH_FACTOR, domains=domain, filter_share=share
         )

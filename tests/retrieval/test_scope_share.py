@@ -60,5 +60,32 @@ def test_a_scoped_l1_search_tells_the_store_the_share_its_filter_keeps(corpus, m
     assert scoped.hits and all(h.domain == "infrastructure" for h in scoped.hits)
     everything = l1_search(query="超时", top_k=3, signature=signature)
     assert everything.hits
-    expected = _chunks(document__domain="infrastructure") / _chunks()
+    # Only milvus-lite's graph index needs the share: a Milvus server is not asked to count.
+    expected = _chunks(document__domain="infrastructure") / _chunks() if corpus.store.is_lite else None
     assert asked == [(frozenset({"infrastructure"}), pytest.approx(expected)), (None, None)]
+
+
+@pytest.mark.django_db
+def test_the_domain_counts_are_read_again_when_the_corpus_moved_at_most_every_interval(corpus, monkeypatch):
+    from retrieval.lookup import scope_share
+
+    seed_documents(corpus)
+    scope_share.filter_share_cache_clear()
+    reads = []
+    real = scope_share.chunk_counts_by_domain
+
+    def counted():
+        reads.append(1)
+        return real()
+
+    monkeypatch.setattr(scope_share, "chunk_counts_by_domain", counted)
+    first = filter_share(signature="s1", domains="infrastructure", doc_keys=None)
+    assert filter_share(signature="s1", domains="infrastructure", doc_keys=None) == first
+    assert (
+        filter_share(signature="s2", domains="infrastructure", doc_keys=None) == first
+    )  # within the interval
+    assert len(reads) == 1
+    monkeypatch.setattr(scope_share, "REREAD_SECONDS", 0.0)
+    filter_share(signature="s3", domains="infrastructure", doc_keys=None)
+    filter_share(signature="s3", domains="infrastructure", doc_keys=None)
+    assert len(reads) == 2
