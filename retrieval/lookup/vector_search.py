@@ -185,8 +185,9 @@ def _hits_search(
     try:
         if doc_keys is not None and not doc_keys:
             return ()  # no document passes the condition: nothing to search
-        # Only milvus-lite's graph index needs the share (a server's index checks the filter first).
-        wants_share = store.is_lite
+        # Only a filtered search on milvus-lite's graph index needs the share (a server's index
+        # checks the filter first).
+        wants_share = (domain is not None or doc_keys is not None) and store.is_lite
         if kept_here is None:
             share = (
                 filter_share(signature=signature, domains=domain, doc_keys=doc_keys) if wants_share else None
