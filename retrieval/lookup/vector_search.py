@@ -185,15 +185,18 @@ def _hits_search(
     try:
         if doc_keys is not None and not doc_keys:
             return ()  # no document passes the condition: nothing to search
+        # The documents the search itself filters on (the rest are kept here, from a larger fetch).
+        searched = doc_keys if kept_here is None else None
         # Only a filtered search on milvus-lite's graph index needs the share (a server's index
         # checks the filter first).
-        wants_share = (domain is not None or doc_keys is not None) and store.is_lite
+        filtered = domain is not None or searched is not None
+        share = (
+            filter_share(signature=signature, domains=domain, doc_keys=searched)
+            if filtered and store.is_lite
+            else None
+        )
         if kept_here is None:
-            share = (
-                filter_share(signature=signature, domains=domain, doc_keys=doc_keys) if wants_share else None
-            )
             return search.search(query, top_k=top_k, domains=domain, doc_keys=doc_keys, filter_share=share)
-        share = filter_share(signature=signature, domains=domain, doc_keys=None) if wants_share else None
         fetched = search.search(
             query, top_k=top_k * CONDITION_FETCH_FACTOR, domains=domain, filter_share=share
         )
