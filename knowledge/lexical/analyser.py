@@ -2,7 +2,7 @@
 
 ``analyse(text)`` turns a chunk's text (or a query) into its tokens:
 
-1. normalise: NFKC (full-width ``ＥＲＲ＿ＴＩＭＥＯＵＴ`` is ``err_timeout``), casefold, any run of
+1. normalise: NFKC (``knowledge.lexical.nfkc``; full-width ``ＥＲＲ＿ＴＩＭＥＯＵＴ`` is ``err_timeout``), casefold, any run of
    whitespace one space, no NULs (as ``retrieval.lookup.keyword_index.text_normalise``);
 2. ``script_fold``: one Chinese script. Traditional Chinese is folded to Simplified by OpenCC's
    ``t2s`` table (a Traditional question finds a Simplified document and the reverse; jieba's
@@ -30,6 +30,7 @@ import re
 import unicodedata
 
 from knowledge.lexical.cutter import cut, cutter_version
+from knowledge.lexical.nfkc import nfkc
 
 #: bump when a change here changes the tokens of some text
 ANALYSER_VERSION = 2
@@ -44,7 +45,7 @@ _LATIN_RUN = re.compile(r"([a-z0-9][a-z0-9_.\-/]*)")
 
 def normalise(text: str) -> str:
     """NFKC, casefold, one space for any run of whitespace, no NULs, then ``script_fold``."""
-    text = unicodedata.normalize("NFKC", text).casefold().replace("\x00", " ")
+    text = nfkc(text).casefold().replace("\x00", " ")
     return script_fold(_SPACES.sub(" ", text).strip())
 
 

@@ -19,28 +19,21 @@ from __future__ import annotations
 import bisect
 import re
 import threading
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import ahocorasick
 
-from knowledge.lexical.analyser import script_fold
+# Both sides of a match, and the lexical evidence, normalise as the lexical index does: NFKC,
+# casefold, one space for any run of whitespace, no NULs, Chinese folded to Simplified (a
+# Traditional keyword matches a Simplified query and the reverse).
+from knowledge.lexical.analyser import normalise as text_normalise
 from knowledge.selectors import documents_searchable
 from retrieval.lookup.corpus import corpus_signature
 
 MIN_TERM_CHARS = 2
 # Separators people use inside one metadata string of several keywords.
 _SPLIT = re.compile(r"[,，;；、\n]+")
-_SPACES = re.compile(r"\s+")
-
-
-def text_normalise(text: str) -> str:
-    """NFKC (full/half width), casefold, one space for any run of whitespace, no NULs, Chinese
-    folded to Simplified (``knowledge.lexical.analyser.script_fold``): a Traditional keyword
-    matches a Simplified query and the reverse, and lexical evidence compares one script."""
-    text = unicodedata.normalize("NFKC", text).casefold().replace("\x00", " ")
-    return script_fold(_SPACES.sub(" ", text).strip())
 
 
 def _is_word_char(ch: str) -> bool:
