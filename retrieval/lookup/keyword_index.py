@@ -17,6 +17,7 @@ change, so every process picks up uploads and deletes without a restart.
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 import threading
 from collections.abc import Iterable
@@ -24,14 +25,18 @@ from dataclasses import dataclass, field
 
 import ahocorasick
 
-# Both sides of a match, and the lexical evidence, normalise as the lexical index does: NFKC,
-# casefold, one space for any run of whitespace, no NULs, Chinese folded to Simplified (a
-# Traditional keyword matches a Simplified query and the reverse).
-from knowledge.lexical.analyser import normalise as text_normalise
+from knowledge.lexical.analyser import normalise
 from knowledge.selectors import documents_searchable
 from retrieval.lookup.corpus import corpus_signature
 
 MIN_TERM_CHARS = 2
+
+# Both sides of a match, and the lexical evidence, normalise as the lexical index does: NFKC,
+# casefold, one space for any run of whitespace, no NULs, Chinese folded to Simplified (a
+# Traditional keyword matches a Simplified query and the reverse). Cached: a lookup normalises
+# each of its candidates' texts twice (their coverage, then their level features) and its query
+# several times; 256 texts hold a few lookups' worth.
+text_normalise = functools.lru_cache(maxsize=256)(normalise)
 # Separators people use inside one metadata string of several keywords.
 _SPLIT = re.compile(r"[,，;；、\n]+")
 
