@@ -612,13 +612,24 @@ class VectorStore:
         )
         return int(rows[0]["count(*)"]) if rows else 0
 
+    @property
+    def filter_share_matters(self) -> bool:
+        """Whether a filtered search reaches further when told the filter's share of the rows
+        (``milvus_index.filter_widens``: an IVF index, or milvus-lite's graph index)."""
+        return milvus_index.filter_widens(self.index_type, lite=self.is_lite)
+
     def _dense_search_params(self, top_k: int, filter_share: float | None = None) -> dict[str, Any]:
-        """What a search of the vector field sends: L2, and the index type's parameters (on
-        milvus-lite, widened for a filter keeping ``filter_share`` of the rows)."""
+        """What a search of the vector field sends: L2, and the index type's parameters (widened
+        for a filter keeping ``filter_share`` of the rows where the index needs it)."""
         params = milvus_index.search_params(self.index_type, self.search_params, top_k=top_k)
-        if filter_share is not None and self.is_lite:
+        if filter_share is not None and self.filter_share_matters:
             params = milvus_index.filtered_search_params(
-                self.index_type, params, top_k=top_k, filter_share=filter_share
+                self.index_type,
+                params,
+                top_k=top_k,
+                filter_share=filter_share,
+                lite=self.is_lite,
+                index=self.index_params,
             )
         return {"metric_type": "L2", "params": params}
 
@@ -635,8 +646,8 @@ class VectorStore:
         """Nearest chunks by squared L2 distance, closest first (of ``domain``: one, or a set; of
         ``doc_keys`` only, when given); ``with_text``: each hit carries its stored text (what
         lexical evidence reads). ``filter_share``: the share of the collection's rows that domain
-        and those documents hold, when the caller knows it: milvus-lite's graph index then walks
-        far enough to find them (``milvus_index.filtered_search_params``)."""
+        and those documents hold, when the caller knows it: milvus-lite's graph index then walks,
+        and an IVF index scans, far enough to find them (``milvus_index.filtered_search_params``)."""
         self._ensure_loaded(for_read=True)
         expr = domain_filter(domain, doc_keys)
         kwargs: dict[str, Any] = {

@@ -1,7 +1,7 @@
 """The share of the searchable chunks a search's filter keeps: an agent's domains, a call's
-documents. milvus-lite's graph index needs it to search with a filter
-(``knowledge.milvus_index.filtered_search_params``): the fewer rows the filter keeps, the more of
-the graph the search must walk to meet them.
+documents. milvus-lite's graph index and an IVF index (on any store) need it to search with a
+filter (``knowledge.milvus_index.filtered_search_params``): the fewer rows the filter keeps, the
+more of the graph the search must walk, or the more of its lists it must scan, to meet them.
 
 The chunk count of each domain is read again when the corpus signature has moved (documents
 indexed or deleted), at most every ``REREAD_SECONDS``: one grouped count over the chunk rows, which

@@ -179,7 +179,7 @@ def _hits_search(
 ) -> tuple[ChunkHit, ...]:
     """The search itself, within a call's documents (``doc_keys``) when it names them. A search
     with a filter says what share of the chunks it keeps (``scope_share``), so milvus-lite's graph
-    index walks far enough to meet them."""
+    index walks, and an IVF index scans, far enough to meet them."""
     # Too many documents for the search's own filter: kept here, from a larger fetch.
     kept_here = doc_keys if doc_keys is not None and len(doc_keys) > DOC_KEYS_IN_SEARCH_MAX else None
     try:
@@ -187,12 +187,12 @@ def _hits_search(
             return ()  # no document passes the condition: nothing to search
         # The documents the search itself filters on (the rest are kept here, from a larger fetch).
         searched = doc_keys if kept_here is None else None
-        # Only a filtered search on milvus-lite's graph index needs the share (a server's index
-        # checks the filter first).
+        # Only a filtered search of an IVF index or milvus-lite's graph index needs the share (a
+        # server's graph index finds a small scope's rows by itself).
         filtered = domain is not None or searched is not None
         share = (
             filter_share(signature=signature, domains=domain, doc_keys=searched)
-            if filtered and store.is_lite
+            if filtered and store.filter_share_matters
             else None
         )
         if kept_here is None:

@@ -368,4 +368,4 @@ def test_a_filtered_search_on_milvus_lite_widens_ef_by_the_share_its_filter_keep
     assert filtered_search_params("HNSW", {"ef": 64}, top_k=10, filter_share=1e-9) == {"ef": 1_000_000}
     for share in (None, 0.0, 1.0):  # no filter, nothing kept, everything kept: as configured
         assert filtered_search_params("HNSW", {"ef": 64}, top_k=10, filter_share=share) == {"ef": 64}
-    assert filtered_search_params("IVF_FLAT", {"nprobe": 32}, top_k=10, filter_share=0.01) == {"nprobe": 32}
+    assert filtered_search_params("FLAT", {}, top_k=10, filter_share=0.01) == {}

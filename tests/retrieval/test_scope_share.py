@@ -60,8 +60,11 @@ def test_a_scoped_l1_search_tells_the_store_the_share_its_filter_keeps(corpus, m
     assert scoped.hits and all(h.domain == "infrastructure" for h in scoped.hits)
     everything = l1_search(query="超时", top_k=3, signature=signature)
     assert everything.hits
-    # Only milvus-lite's graph index needs the share: a Milvus server is not asked to count.
-    expected = _chunks(document__domain="infrastructure") / _chunks() if corpus.store.is_lite else None
+    # Only an IVF index or milvus-lite's graph index needs the share: for a Milvus server's graph
+    # index nothing is counted.
+    expected = (
+        _chunks(document__domain="infrastructure") / _chunks() if corpus.store.filter_share_matters else None
+    )
     assert asked == [(frozenset({"infrastructure"}), pytest.approx(expected)), (None, None)]
 
 
