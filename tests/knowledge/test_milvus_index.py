@@ -7,6 +7,7 @@ import pytest
 
 from knowledge import milvus_index
 from knowledge.vectorstore import ChunkVector
+from tests.support.small_domain import indexed_and_loaded, small_domain_searched
 
 # Every test here is about Milvus itself: part of the run on Milvus 2.3.5 standalone (-m vectors).
 pytestmark = pytest.mark.vectors
@@ -67,25 +68,6 @@ def test_a_collection_of_each_index_type_is_created_written_and_searched(
     assert distances == sorted(distances) and len(hits) > 1
 
 
-def _indexed(store, rows: int, timeout: float = 120.0) -> None:
-    """Every row searched through the built index: flushed, on a server waited for until its index
-    covers every row, then loaded again (milvus-lite builds its index when it loads; a server's
-    query node may go on searching a sealed segment exactly until it loads that segment's index)."""
-    import time
-
-    store._call("flush", store.collection)
-    deadline = time.monotonic() + timeout
-    while not store.is_lite:
-        described = store._call("describe_index", store.collection, "vector") or {}
-        if int(described.get("indexed_rows", 0)) >= rows and not int(described.get("pending_index_rows", 0)):
-            break
-        if time.monotonic() > deadline:
-            raise AssertionError(f"the index did not cover {rows} rows within {timeout:.0f} s: {described}")
-        time.sleep(0.5)
-    store._call("release_collection", store.collection)
-    store._call("load_collection", store.collection)
-
-
 def test_a_filtered_search_of_an_ivf_index_finds_the_rows_of_a_small_domain(vector_store):
     """An IVF index scans the lists nearest the query and keeps what the filter keeps there, on
     milvus-lite and on a Milvus server alike: a domain holding 0.1% of the rows mostly lies in other
@@ -93,36 +75,8 @@ def test_a_filtered_search_of_an_ivf_index_finds_the_rows_of_a_small_domain(vect
     rows (``milvus_index.filtered_search_params``); without it, it misses some."""
     vector_store.index_type, vector_store.index_params, vector_store.search_params = "IVF_FLAT", {}, {}
     assert vector_store.filter_share_matters
-    rng = np.random.default_rng(5)
-    dim, n = 16, 6000
-    centers = rng.normal(size=(20, dim))
-    vectors = centers[rng.integers(0, 20, n)] + 0.7 * rng.normal(size=(n, dim))
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    small = sorted(rng.choice(n, 6, replace=False).tolist())
-    vector_store.ensure_collection(dim=dim, model_name="test")
-    vector_store.upsert(
-        [
-            ChunkVector(
-                chunk_id=f"d{i}.md#0",
-                vector=vectors[i].tolist(),
-                domain="small" if i in small else "big",
-                doc_key=f"d{i}.md",
-                chunk_index=0,
-            )
-            for i in range(n)
-        ]
-    )
-    _indexed(vector_store, n)
-    queries = rng.normal(size=(15, dim))
-    found_without = []
-    for q in queries / np.linalg.norm(queries, axis=1, keepdims=True):
-        nearest = np.argsort(((vectors[small] - q) ** 2).sum(axis=1))[:3]
-        expected = {f"d{small[i]}.md#0" for i in nearest}
-        hits = vector_store.search(q.tolist(), top_k=3, domain="small", filter_share=len(small) / n)
-        assert {h.chunk_id for h in hits} == expected
-        without = vector_store.search(q.tolist(), top_k=3, domain="small")
-        found_without.append(len(expected & {h.chunk_id for h in without}) / 3)
-    assert np.mean(found_without) < 0.9, "the IVF index found the small domain unaided"
+    found_without = small_domain_searched(vector_store, indexed_and_loaded)
+    assert found_without < 0.9, "the IVF index found the small domain unaided"
 
 
 def test_which_index_a_filter_share_widens_and_how_far():
