@@ -2,8 +2,9 @@
 
 ``analyse(text)`` turns a chunk's text (or a query) into its tokens:
 
-1. normalise: NFKC (``knowledge.lexical.nfkc``; full-width ``ＥＲＲ＿ＴＩＭＥＯＵＴ`` is ``err_timeout``), casefold, any run of
-   whitespace one space, no NULs (as ``retrieval.lookup.keyword_index.text_normalise``);
+1. normalise: NFKC (``knowledge.lexical.nfkc``; full-width ``ＥＲＲ＿ＴＩＭＥＯＵＴ`` is ``err_timeout``),
+   casefold, any run of whitespace one space, no NULs (``retrieval.lookup.keyword_index`` matches
+   and the lookup's evidence compares text normalised by this same function);
 2. ``script_fold``: one Chinese script. Traditional Chinese is folded to Simplified by OpenCC's
    ``t2s`` table (a Traditional question finds a Simplified document and the reverse; jieba's
    dictionary is Simplified). Measured on DRCD dev (Traditional) with a CMRC2018-fitted ranking:
