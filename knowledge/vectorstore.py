@@ -622,7 +622,7 @@ class VectorStore:
         """What a search of the vector field sends: L2, and the index type's parameters (widened
         for a filter keeping ``filter_share`` of the rows where the index needs it)."""
         params = milvus_index.search_params(self.index_type, self.search_params, top_k=top_k)
-        if filter_share is not None and self.filter_share_matters:
+        if filter_share is not None:  # left as configured where the index needs no widening
             params = milvus_index.filtered_search_params(
                 self.index_type,
                 params,
