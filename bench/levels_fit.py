@@ -18,6 +18,12 @@ A fit sees only the fit set's features: the report set's rows are never passed t
 articles it never saw. Each set's articles are halved (seeded by ``--seed``); the model fitted on
 the first halves of both sets answers the second halves and the reverse, and beside it the same
 folds fitted on one set alone. An article's paragraphs and questions stay on one side.
+
+``--draws 11,12,13`` asks how much the figures owe to which questions were held out. Each seed is
+a different draw of the held-out paragraphs (a different set of unanswerable questions), each
+draw of each set is collected, and the model fitted on every draw of the fit set is reported on
+every draw of the report set, with the range of each figure. The shipped profile is one fit of
+one draw; a refit on a user's own questions is one draw too.
 """
 
 from __future__ import annotations
@@ -222,6 +228,85 @@ def pooled_main(args: Any) -> str:
     return (
         f"articles halved with seed {args.seed}; each question answered by the fold that did not see "
         "its article\n" + table(pooled_rows(collected, seed=args.seed))
+    )
+
+
+def draws_rows(
+    collected: dict[int, dict[str, list[Asked]]], pairs: list[tuple[str, str]]
+) -> list[tuple[str, dict]]:
+    """``collected[seed][set]``: each set's evidence under each draw of the held-out paragraphs.
+    For each pair, the model fitted on each draw of the fit set ALONE, its figures on that same
+    draw (fitted) and on every draw of the report set; then the range of each unfitted figure."""
+    rows: list[tuple[str, dict]] = []
+    seeds = sorted(collected)
+    for fit_on, report_on in pairs:
+        unfitted: list[dict] = []
+        for fit_seed in seeds:
+            model = fit(collected[fit_seed][fit_on], name="", fit_set=f"{fit_on} (draw {fit_seed})")
+            rows.append(
+                (
+                    f"{fit_on}[{fit_seed}] -> {fit_on}[{fit_seed}] (fitted)",
+                    figures(model, collected[fit_seed][fit_on]),
+                )
+            )
+            for report_seed in seeds:
+                other = figures(model, collected[report_seed][report_on])
+                unfitted.append(other)
+                rows.append((f"{fit_on}[{fit_seed}] -> {report_on}[{report_seed}]", other))
+        rows.append((f"  {fit_on} -> {report_on}: lowest", _extreme(unfitted, min)))
+        rows.append((f"  {fit_on} -> {report_on}: highest", _extreme(unfitted, max)))
+    return rows
+
+
+def _extreme(figures_list: list[dict], pick: Any) -> dict:
+    """Each figure's lowest or highest value over the rows that have it (counts left out)."""
+    out = {}
+    for column in LEVEL_COLUMNS:
+        values = [f[column] for f in figures_list if f.get(column) is not None]
+        if values:
+            out[column] = pick(values)
+    return out
+
+
+def draws_main(args: Any) -> str:
+    """``--draws``: the cross table over several draws of the held-out paragraphs
+    (``draws_rows``). ``--save-collected`` / ``--from-collected`` keep every draw's evidence in
+    one file."""
+    import copy
+    import tempfile
+
+    seeds = sorted({int(s) for s in str(args.draws).split(",") if s.strip()})
+    pairs = [(args.fit_on, args.report_on)] if args.fit_on else [("cmrc", "drcd"), ("drcd", "cmrc")]
+    names = sorted({n for pair in pairs for n in pair})
+    saved = json.loads(Path(args.from_collected).read_text(encoding="utf-8")) if args.from_collected else {}
+    if saved and "draws" not in saved:
+        sys.exit(f"--from-collected {args.from_collected}: not a --draws file (it has no 'draws')")
+    collected: dict[int, dict[str, list[Asked]]] = {}
+    for seed in seeds:
+        kept = saved.get("draws", {}).get(str(seed), {})
+        have = {n: [Asked(**r) for r in kept[n]] for n in names if n in kept}
+        missing = [n for n in names if n not in have]
+        if missing:
+            print(f"draw {seed}: collecting {', '.join(missing)}", file=sys.stderr)
+            draw_args = copy.copy(args)
+            draw_args.seed = seed
+            scratch = Path(tempfile.mkdtemp(prefix=f"agentkb-levels-{seed}-"))
+            have.update(collect_all({n: scratch / f"{n}.json" for n in missing}, draw_args))
+        collected[seed] = have
+        if args.save_collected:  # after every draw: a long run stopped half-way keeps what it has
+            everything = {**saved.get("draws", {})}
+            everything.update(
+                {str(s): {n: [q.__dict__ for q in v] for n, v in c.items()} for s, c in collected.items()}
+            )
+            Path(args.save_collected).write_text(
+                json.dumps({"draws": everything}, ensure_ascii=False), encoding="utf-8"
+            )
+    from bench import quality
+
+    quality.prepare_django("fit")
+    return (
+        f"held-out paragraphs drawn with seeds {', '.join(map(str, seeds))} (holdout {args.holdout}); "
+        "[seed] names the draw\n" + table(draws_rows(collected, pairs))
     )
 
 

@@ -38,6 +38,7 @@ Figures, per system (answerable = the expected document is in the index):
 
     .venv/bin/python bench/quality.py                         # the level model's cross table
     .venv/bin/python bench/quality.py --pooled                # fitted on both sets at once
+    .venv/bin/python bench/quality.py --draws 11,12,13        # over three draws of the held-out
     .venv/bin/python bench/quality.py --dataset all           # CMRC and demo, all systems
     .venv/bin/python bench/quality.py --dataset demo --systems agentkb,bm25
     .venv/bin/python bench/quality.py --dataset cmrc --subset dev --limit 200 --json var/q.json
@@ -59,6 +60,7 @@ import json
 import logging
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -764,6 +766,12 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="fit on CMRC and DRCD together, report on the half of each set's articles each fit did not see",
     )
+    parser.add_argument(
+        "--draws",
+        metavar="SEEDS",
+        help="the cross table over several draws of the held-out paragraphs, e.g. 11,12,13: each "
+        "set collected once per seed, each draw's fit reported on every draw of the other set",
+    )
     parser.add_argument("--save-collected", metavar="FILE", help="keep each question's evidence as JSON")
     parser.add_argument(
         "--from-collected", metavar="FILE", help="fit and report from a --save-collected file"
@@ -820,6 +828,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.one_dataset:  # the child process of a --dataset run (it has no --dataset of its own)
         print("RESULT " + json.dumps(run_dataset(args.one_dataset, args), ensure_ascii=False), flush=True)
         return
+    if args.draws and (args.dataset or args.pooled or args.verify or args.write_profile):
+        parser.error(
+            "--draws reports fits of several draws: it takes no --dataset, --pooled, --verify or --write-profile"
+        )
     if args.dataset is None and args.pooled:
         if args.fit_on or args.report_on:
             parser.error("--pooled fits on both sets: it takes no --fit-on or --report-on")
@@ -835,6 +847,11 @@ def main(argv: list[str] | None = None) -> None:
             path = {"cmrc": args.cmrc, "drcd": args.drcd}.get(name)
             if path and not Path(path).exists():
                 parser.error(f"--{name}: {path} does not exist")
+        if args.draws:
+            if not re.fullmatch(r"\s*\d+(\s*,\s*\d+)*\s*", args.draws):
+                parser.error(f"--draws: comma-separated seeds, e.g. 11,12,13; got {args.draws!r}")
+            print(levels_fit.draws_main(args))
+            return
         print(levels_fit.cross_main(args))
         return
     names = [n for n in DATASETS if n != "drcd"] if args.dataset == "all" else [args.dataset]

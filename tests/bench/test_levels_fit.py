@@ -133,3 +133,54 @@ def test_article_halves_keep_an_article_on_one_side():
     assert {q.group for q in first}.isdisjoint({q.group for q in second})
     assert len(first) + len(second) == 40 and len(first) == 20
     assert levels_fit.article_halves(asked, seed=1) == (first, second)
+
+
+def test_each_draw_is_fitted_alone_and_reported_on_every_draw_of_the_other_set(monkeypatch):
+    fits = []
+    real_fit = levels_fit.fit
+
+    def spy(asked, **kw):
+        fits.append({q.qid for q in asked})
+        return real_fit(asked, **kw)
+
+    monkeypatch.setattr(levels_fit, "fit", spy)
+    # two draws of each set: the same questions, the second draw's evidence a little weaker
+    collected = {
+        seed: {"a": _asked(f"a{seed}-", 80, 0.3 - seed / 100), "b": _asked(f"b{seed}-", 80, 0.1)}
+        for seed in (1, 2)
+    }
+    rows = levels_fit.draws_rows(collected, [("a", "b")])
+
+    assert fits == [{q.qid for q in collected[1]["a"]}, {q.qid for q in collected[2]["a"]}]
+    labels = [label for label, _ in rows]
+    assert labels == [
+        "a[1] -> a[1] (fitted)",
+        "a[1] -> b[1]",
+        "a[1] -> b[2]",
+        "a[2] -> a[2] (fitted)",
+        "a[2] -> b[1]",
+        "a[2] -> b[2]",
+        "  a -> b: lowest",
+        "  a -> b: highest",
+    ]
+    figures = dict(rows)
+    unfitted = [figures[label] for label in labels if "-> b[" in label]
+    for column in ("hit@1", "not_found"):
+        assert figures["  a -> b: lowest"][column] == min(f[column] for f in unfitted)
+        assert figures["  a -> b: highest"][column] == max(f[column] for f in unfitted)
+    assert all(f["questions"] == 80 for f in unfitted)
+
+
+def test_draws_refuses_a_collected_file_without_draws(tmp_path):
+    import argparse
+    import json
+
+    import pytest
+
+    single = tmp_path / "ev.json"
+    single.write_text(json.dumps({"cmrc": []}), encoding="utf-8")
+    args = argparse.Namespace(
+        draws="1,2", fit_on=None, report_on=None, from_collected=str(single), save_collected=None, holdout=0.1
+    )
+    with pytest.raises(SystemExit, match="not a --draws file"):
+        levels_fit.draws_main(args)
