@@ -30,15 +30,21 @@ def _asked(prefix, n, right_margin):
     return rows
 
 
-def test_a_fit_never_sees_the_reported_set(monkeypatch):
-    seen = []
+def _fits_seen(monkeypatch, key):
+    """Spy on ``levels_fit.fit``: the list fills with ``key(question)`` of each fit's questions."""
+    fits = []
     real_fit = levels_fit.fit
 
     def spy(asked, **kw):
-        seen.append({q.qid[0] for q in asked})
+        fits.append({key(q) for q in asked})
         return real_fit(asked, **kw)
 
     monkeypatch.setattr(levels_fit, "fit", spy)
+    return fits
+
+
+def test_a_fit_never_sees_the_reported_set(monkeypatch):
+    seen = _fits_seen(monkeypatch, lambda q: q.qid[0])
     collected = {"a": _asked("a", 80, 0.3), "b": _asked("b", 80, 0.1)}
     rows, models = levels_fit.cross_rows(collected, [("a", "b"), ("b", "a")])
     assert seen == [{"a"}, {"b"}]
@@ -88,13 +94,7 @@ def _grouped(prefix, n, right_margin):
 
 
 def test_the_pooled_fit_never_sees_the_articles_it_reports_on(monkeypatch):
-    fits = []
-    real_fit = levels_fit.fit
-
-    def spy(asked, **kw):
-        fits.append({q.group for q in asked})
-        return real_fit(asked, **kw)
-
+    fits = _fits_seen(monkeypatch, lambda q: q.group)
     reported = []
     real_answer = levels_fit.answer
 
@@ -102,7 +102,6 @@ def test_the_pooled_fit_never_sees_the_articles_it_reports_on(monkeypatch):
         reported.append((len(fits), q.group))
         return real_answer(model, q)
 
-    monkeypatch.setattr(levels_fit, "fit", spy)
     monkeypatch.setattr(levels_fit, "answer", answer_spy)
     collected = {"a": _grouped("a", 80, 0.3), "b": _grouped("b", 80, 0.1)}
     rows = levels_fit.pooled_rows(collected, seed=3)
@@ -136,14 +135,7 @@ def test_article_halves_keep_an_article_on_one_side():
 
 
 def test_each_draw_is_fitted_alone_and_reported_on_every_draw_of_the_other_set(monkeypatch):
-    fits = []
-    real_fit = levels_fit.fit
-
-    def spy(asked, **kw):
-        fits.append({q.qid for q in asked})
-        return real_fit(asked, **kw)
-
-    monkeypatch.setattr(levels_fit, "fit", spy)
+    fits = _fits_seen(monkeypatch, lambda q: q.qid)
     # two draws of each set: the same questions, the second draw's evidence a little weaker
     collected = {
         seed: {"a": _asked(f"a{seed}-", 80, 0.3 - seed / 100), "b": _asked(f"b{seed}-", 80, 0.1)}
