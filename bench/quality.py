@@ -38,7 +38,7 @@ Figures, per system (answerable = the expected document is in the index):
 
     .venv/bin/python bench/quality.py                         # the level model's cross table
     .venv/bin/python bench/quality.py --pooled                # fitted on both sets at once
-    .venv/bin/python bench/quality.py --draws 11,12,13        # over three draws of the held-out
+    .venv/bin/python bench/quality.py --draws 11,12,13        # a fit on each of three held-out draws
     .venv/bin/python bench/quality.py --dataset all           # CMRC and demo, all systems
     .venv/bin/python bench/quality.py --dataset demo --systems agentkb,bm25
     .venv/bin/python bench/quality.py --dataset cmrc --subset dev --limit 200 --json var/q.json
