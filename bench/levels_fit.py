@@ -209,12 +209,23 @@ def pooled_rows(collected: dict[str, list[Asked]], *, seed: int) -> list[tuple[s
     return rows
 
 
+def scratch_folder(args: Any, prefix: str = "agentkb-levels-") -> Path:
+    """A temporary folder for the collected evidence, removed when the run ends unless
+    ``--keep``."""
+    import atexit
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    if not getattr(args, "keep", False):
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
 def pooled_main(args: Any) -> str:
     """``--pooled``: the level model fitted on CMRC 2018 and DRCD together, reported on the
     articles each fold did not see (``pooled_rows``)."""
-    import tempfile
-
-    scratch = Path(tempfile.mkdtemp(prefix="agentkb-levels-"))
+    scratch = scratch_folder(args)
     collected = _collected(["cmrc", "drcd"], args, scratch)
     missing = [n for n, asked in collected.items() if any(q.group is None for q in asked)]
     if missing:
@@ -273,7 +284,6 @@ def draws_main(args: Any) -> str:
     (``draws_rows``). ``--save-collected`` / ``--from-collected`` keep every draw's evidence in
     one file."""
     import copy
-    import tempfile
 
     seeds = sorted({int(s) for s in str(args.draws).split(",") if s.strip()})
     pairs = [(args.fit_on, args.report_on)] if args.fit_on else [("cmrc", "drcd"), ("drcd", "cmrc")]
@@ -290,7 +300,7 @@ def draws_main(args: Any) -> str:
             print(f"draw {seed}: collecting {', '.join(missing)}", file=sys.stderr)
             draw_args = copy.copy(args)
             draw_args.seed = seed
-            scratch = Path(tempfile.mkdtemp(prefix=f"agentkb-levels-{seed}-"))
+            scratch = scratch_folder(args, prefix=f"agentkb-levels-{seed}-")
             have.update(collect_all({n: scratch / f"{n}.json" for n in missing}, draw_args))
         collected[seed] = have
         if args.save_collected:  # after every draw: a long run stopped half-way keeps what it has
@@ -313,11 +323,9 @@ def draws_main(args: Any) -> str:
 def cross_main(args: Any) -> str:
     """The cross table (default), or one --fit-on/--report-on pair; optionally the profile written
     and the report set verified end-to-end."""
-    import tempfile
-
     pairs = [(args.fit_on, args.report_on)] if args.fit_on else [("cmrc", "drcd"), ("drcd", "cmrc")]
     names = sorted({n for pair in pairs for n in pair})
-    scratch = Path(tempfile.mkdtemp(prefix="agentkb-levels-"))
+    scratch = scratch_folder(args)
     collected = _collected(names, args, scratch)
     from bench import quality
 

@@ -5,10 +5,17 @@ the config.settings package. DATABASE_URL / REDIS_URL from the environment still
 is how the service-backed run reaches MariaDB and Redis.
 """
 
+import atexit
 import os
+import shutil
 import tempfile
 
-os.environ.setdefault("AGENTKB_VAR_DIR", tempfile.mkdtemp(prefix="agentkb-test-"))
+# The process that starts the run makes the folder and removes it when it exits; the servers and
+# workers the tests start inherit it through the environment and make none of their own.
+if "AGENTKB_VAR_DIR" not in os.environ:
+    _var_dir = tempfile.mkdtemp(prefix="agentkb-test-")
+    os.environ["AGENTKB_VAR_DIR"] = _var_dir
+    atexit.register(shutil.rmtree, _var_dir, ignore_errors=True)
 os.environ.setdefault("DEBUG", "true")
 # Tests send calls faster than an agent loop does (dozens a second, here and in the servers they
 # start); the per-second burst cap is off unless a test sets it (tests/security/test_budgets.py).

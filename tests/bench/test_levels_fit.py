@@ -176,3 +176,20 @@ def test_draws_refuses_a_collected_file_without_draws(tmp_path):
     )
     with pytest.raises(SystemExit, match="not a --draws file"):
         levels_fit.draws_main(args)
+
+
+def test_the_evidence_folder_is_removed_at_exit_unless_kept(monkeypatch):
+    import argparse
+    import atexit
+    import shutil
+
+    registered = []
+    monkeypatch.setattr(atexit, "register", lambda fn, *a, **kw: registered.append((fn, a)))
+    removed = levels_fit.scratch_folder(argparse.Namespace(keep=False))
+    kept = levels_fit.scratch_folder(argparse.Namespace(keep=True))
+    try:
+        assert registered == [(shutil.rmtree, (removed,))]
+        assert removed.is_dir() and kept.is_dir()
+    finally:
+        shutil.rmtree(removed, ignore_errors=True)
+        shutil.rmtree(kept, ignore_errors=True)
